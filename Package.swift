@@ -1,0 +1,53 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "Couchette",
+    platforms: [.macOS(.v13)],
+    products: [
+        .library(name: "CouchCore", targets: ["CouchCore"]),
+        .library(name: "CouchStore", targets: ["CouchStore"]),
+        .library(name: "CouchServer", targets: ["CouchServer"]),
+        .executable(name: "couchette", targets: ["couchette"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+    ],
+    targets: [
+        // C libraries from Debian's -dev packages, reached through module maps.
+        .systemLibrary(name: "CSQLite", path: "Sources/CSQLite", pkgConfig: "sqlite3",
+                       providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(name: "CMicroHTTPD", path: "Sources/CMicroHTTPD", pkgConfig: "libmicrohttpd",
+                       providers: [.apt(["libmicrohttpd-dev"])]),
+        .systemLibrary(name: "CCurl", path: "Sources/CCurl", pkgConfig: "libcurl",
+                       providers: [.apt(["libcurl4-openssl-dev"])]),
+        .systemLibrary(name: "CCrypto", path: "Sources/CCrypto", pkgConfig: "libcrypto",
+                       providers: [.apt(["libssl-dev"])]),
+        // Typed wrappers for the variadic C functions Swift cannot call.
+        .target(name: "CShims", dependencies: ["CMicroHTTPD", "CCurl"]),
+
+        .target(name: "CouchCore", dependencies: ["CCrypto"]),
+        .target(name: "CouchStore", dependencies: [
+            "CouchCore", "CSQLite", .product(name: "Logging", package: "swift-log"),
+        ]),
+        .target(name: "CouchServer", dependencies: [
+            "CouchCore", "CouchStore", "CMicroHTTPD", "CShims",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        .executableTarget(name: "couchette", dependencies: [
+            "CouchServer", "CouchStore", "CouchCore",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+
+        .target(name: "CouchTestSupport", dependencies: [
+                    "CouchCore", "CouchServer", "CouchStore", .product(name: "Logging", package: "swift-log"),
+                ],
+                path: "Tests/CouchTestSupport"),
+        .testTarget(name: "CouchCoreTests", dependencies: ["CouchCore"]),
+        .testTarget(name: "CouchStoreTests", dependencies: ["CouchStore", "CouchCore", "CouchTestSupport"]),
+        .testTarget(name: "CouchServerTests", dependencies: ["CouchServer", "CouchCore", "CouchTestSupport"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,41 @@
+#include "CShims.h"
+#include <string.h>
+#include <netinet/in.h>
+
+/* libmicrohttpd unescapes the path in place by default; CouchDB's URL grammar
+   needs the raw path (`%2F` in a document id is not a `/`), so routes decode
+   each segment themselves. */
+static size_t keep_escaped(void *cls, struct MHD_Connection *c, char *s) {
+    (void)cls; (void)c;
+    return strlen(s);
+}
+
+struct MHD_Daemon *couchette_mhd_start(const couchette_mhd_options *o,
+                                       MHD_AccessHandlerCallback handler, void *handler_context,
+                                       MHD_RequestCompletedCallback completed, void *completed_context) {
+    struct sockaddr_in address;
+    memset(&address, 0, sizeof(address));
+    address.sin_family = AF_INET;
+    address.sin_port = htons(o->port);
+    address.sin_addr.s_addr = o->bind_address;
+    return MHD_start_daemon(o->flags, o->port, NULL, NULL, handler, handler_context,
+                            MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&address,
+                            MHD_OPTION_THREAD_POOL_SIZE, o->thread_pool_size,
+                            MHD_OPTION_CONNECTION_LIMIT, o->connection_limit,
+                            MHD_OPTION_CONNECTION_TIMEOUT, o->connection_timeout_seconds,
+                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, o->connection_memory_limit,
+                            MHD_OPTION_NOTIFY_COMPLETED, completed, completed_context,
+                            MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, NULL,
+                            MHD_OPTION_END);
+}
+
+uint16_t couchette_mhd_bound_port(struct MHD_Daemon *daemon) {
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_BIND_PORT);
+    return info ? info->port : 0;
+}
+
+CURLcode couchette_curl_set_long(CURL *h, CURLoption o, long v) { return curl_easy_setopt(h, o, v); }
+CURLcode couchette_curl_set_string(CURL *h, CURLoption o, const char *v) { return curl_easy_setopt(h, o, v); }
+CURLcode couchette_curl_set_pointer(CURL *h, CURLoption o, void *v) { return curl_easy_setopt(h, o, v); }
+CURLcode couchette_curl_set_offset(CURL *h, CURLoption o, curl_off_t v) { return curl_easy_setopt(h, o, v); }
+CURLcode couchette_curl_get_long(CURL *h, CURLINFO i, long *v) { return curl_easy_getinfo(h, i, v); }

@@ -1,0 +1,36 @@
+#ifndef COUCHETTE_CSHIMS_H
+#define COUCHETTE_CSHIMS_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include <microhttpd.h>
+#include <curl/curl.h>
+
+/// Options for starting a libmicrohttpd daemon, so Swift never calls the
+/// variadic MHD_start_daemon itself.
+typedef struct couchette_mhd_options {
+    unsigned int flags;
+    uint16_t port;
+    /// IPv4 address in network byte order, or 0 for any.
+    uint32_t bind_address;
+    unsigned int thread_pool_size;
+    unsigned int connection_limit;
+    unsigned int connection_timeout_seconds;
+    size_t connection_memory_limit;
+} couchette_mhd_options;
+
+struct MHD_Daemon *couchette_mhd_start(const couchette_mhd_options *options,
+                                       MHD_AccessHandlerCallback handler, void *handler_context,
+                                       MHD_RequestCompletedCallback completed, void *completed_context);
+
+/// The port the daemon actually listens on (useful after binding port 0).
+uint16_t couchette_mhd_bound_port(struct MHD_Daemon *daemon);
+
+/// Typed wrappers for curl_easy_setopt.
+CURLcode couchette_curl_set_long(CURL *handle, CURLoption option, long value);
+CURLcode couchette_curl_set_string(CURL *handle, CURLoption option, const char *value);
+CURLcode couchette_curl_set_pointer(CURL *handle, CURLoption option, void *value);
+CURLcode couchette_curl_set_offset(CURL *handle, CURLoption option, curl_off_t value);
+CURLcode couchette_curl_get_long(CURL *handle, CURLINFO info, long *value);
+
+#endif

@@ -1,0 +1,72 @@
+/// The one error type that crosses module boundaries. Its `kind` names CouchDB's
+/// error string; the HTTP status is decided in exactly one place (`CouchError.status`),
+/// after CouchDB's `chttpd:error_info/1`.
+public struct CouchError: Error, Sendable, Equatable, CustomStringConvertible {
+    public enum Kind: String, Sendable, Equatable {
+        case badRequest = "bad_request"
+        case notFound = "not_found"
+        case conflict = "conflict"
+        case fileExists = "file_exists"
+        case preconditionFailed = "precondition_failed"
+        case missingStub = "missing_stub"
+        case forbidden = "forbidden"
+        case unauthorized = "unauthorized"
+        case methodNotAllowed = "method_not_allowed"
+        case notAcceptable = "not_acceptable"
+        case badContentType = "bad_content_type"
+        case tooLarge = "too_large"
+        case uriTooLong = "uri_too_long"
+        case invalidDatabaseName = "illegal_database_name"
+        case illegalDocumentID = "illegal_docid"
+        case documentValidation = "doc_validation"
+        case queryParseError = "query_parse_error"
+        case unknownError = "unknown_error"
+        case internalServerError = "internal_server_error"
+        case serviceUnavailable = "service_unavailable"
+        case notImplemented = "not_implemented"
+        case rangeNotSatisfiable = "requested_range_not_satisfiable"
+        case invalidJSON = "invalid_json"
+    }
+
+    public let kind: Kind
+    public let reason: String
+
+    public init(_ kind: Kind, _ reason: String) {
+        self.kind = kind
+        self.reason = reason
+    }
+
+    public var error: String { kind.rawValue }
+
+    /// CouchDB's status for each error name.
+    public var status: Int {
+        switch kind {
+        case .badRequest, .invalidDatabaseName, .illegalDocumentID, .documentValidation, .queryParseError, .invalidJSON: 400
+        case .unauthorized: 401
+        case .forbidden: 403
+        case .notFound: 404
+        case .methodNotAllowed: 405
+        case .notAcceptable: 406
+        case .conflict: 409
+        case .fileExists, .preconditionFailed, .missingStub: 412
+        case .tooLarge: 413
+        case .uriTooLong: 414
+        case .badContentType: 415
+        case .rangeNotSatisfiable: 416
+        case .unknownError, .internalServerError: 500
+        case .notImplemented: 501
+        case .serviceUnavailable: 503
+        }
+    }
+
+    public var description: String { "\(kind.rawValue): \(reason)" }
+}
+
+extension CouchError {
+    public static func badRequest(_ reason: String) -> CouchError { CouchError(.badRequest, reason) }
+    public static func notFound(_ reason: String = "missing") -> CouchError { CouchError(.notFound, reason) }
+    public static let documentConflict = CouchError(.conflict, "Document update conflict.")
+    public static let databaseMissing = CouchError(.notFound, "Database does not exist.")
+    public static let databaseExists = CouchError(.fileExists, "The database could not be created, the file already exists.")
+    public static func internalError(_ reason: String) -> CouchError { CouchError(.internalServerError, reason) }
+}

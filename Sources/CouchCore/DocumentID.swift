@@ -1,0 +1,29 @@
+/// A document's ID, with the two reserved prefixes CouchDB gives meaning to.
+public struct DocumentID: Hashable, Comparable, Sendable, CustomStringConvertible {
+    public let rawValue: String
+
+    public init(_ rawValue: String) { self.rawValue = rawValue }
+
+    public static let localPrefix = "_local/"
+    public static let designPrefix = "_design/"
+
+    public var isLocal: Bool { rawValue.hasPrefix(Self.localPrefix) }
+    public var isDesign: Bool { rawValue.hasPrefix(Self.designPrefix) }
+    public var description: String { rawValue }
+
+    public static func < (lhs: DocumentID, rhs: DocumentID) -> Bool {
+        lhs.rawValue.utf8.lexicographicallyPrecedes(rhs.rawValue.utf8)
+    }
+
+    /// CouchDB's rule for IDs a client may write: non-empty, valid, and an underscore
+    /// only for the reserved prefixes.
+    public static func validated(_ raw: String) throws(CouchError) -> DocumentID {
+        if raw.isEmpty { throw CouchError(.illegalDocumentID, "Document id must not be empty") }
+        if raw.hasPrefix("_") {
+            if raw.hasPrefix(designPrefix), raw.count > designPrefix.count { return DocumentID(raw) }
+            if raw.hasPrefix(localPrefix), raw.count > localPrefix.count { return DocumentID(raw) }
+            throw CouchError(.illegalDocumentID, "Only reserved document ids may start with underscore.")
+        }
+        return DocumentID(raw)
+    }
+}

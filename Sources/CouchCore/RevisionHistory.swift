@@ -1,0 +1,44 @@
+/// CouchDB's `_revisions` form of a revision's ancestry: `{"start": N, "ids": [newest, ..., oldest]}`.
+public struct RevisionHistory: Sendable, Equatable {
+    public let start: Int
+    public let ids: [String]
+
+    public init(start: Int, ids: [String]) {
+        self.start = start
+        self.ids = ids
+    }
+
+    /// From a newest-first list of consecutive revisions.
+    public init(_ revisions: [RevisionID]) {
+        start = revisions.first?.generation ?? 0
+        ids = revisions.map(\.digest)
+    }
+
+    public var revisions: [RevisionID] {
+        ids.enumerated().map { RevisionID(generation: start - $0.offset, digest: $0.element) }
+    }
+
+    public init(json: JSONValue) throws(CouchError) {
+        guard let object = json.objectValue,
+              let start = object["start"]?.intValue,
+              let idValues = object["ids"]?.arrayValue else {
+            throw CouchError(.badRequest, "_revisions must be an object with integer 'start' and array 'ids'")
+        }
+        var ids: [String] = []
+        for value in idValues {
+            guard let id = value.stringValue, !id.isEmpty else {
+                throw CouchError(.badRequest, "_revisions ids must be non-empty strings")
+            }
+            ids.append(id)
+        }
+        guard !ids.isEmpty, start >= ids.count else {
+            throw CouchError(.badRequest, "_revisions.start is smaller than the number of ids")
+        }
+        self.start = start
+        self.ids = ids
+    }
+
+    public var json: JSONValue {
+        .object(JSONObject([("start", JSONValue(start)), ("ids", .array(ids.map { JSONValue($0) }))]))
+    }
+}

@@ -1,0 +1,80 @@
+/// A CouchDB revision identifier, written `N-digest`: `N` is the generation (the number of edits
+/// from the document's first revision, 1 for that first revision) and `digest` identifies the edit,
+/// usually 32 lowercase hexadecimal characters (an MD5), but peers may send any string.
+///
+/// Equality, hashing and ordering all work on the digest's UTF-8 bytes, never on Swift's
+/// Unicode-canonical `String` comparison, so that the three agree with each other and with
+/// CouchDB (which compares revision ids as Erlang binaries).
+public struct RevisionID: Hashable, Comparable, Sendable, CustomStringConvertible {
+    /// The generation: >= 1 for documents; 0 is used only by `_local` documents ("0-1", "0-2", ...).
+    public let generation: Int
+    /// The part after the first `-`.
+    public let digest: String
+
+    /// Builds an identifier from its parts without validating them.
+    public init(generation: Int, digest: String) {
+        self.generation = generation
+        self.digest = digest
+    }
+
+    /// Parses `N-digest`. `N` is decimal digits only (no sign, no spaces; leading zeros are accepted
+    /// as Erlang's `list_to_integer` accepts them, so "01-a" is "1-a") and must fit in `Int`.
+    /// The digest is everything after the first `-`: it must be non-empty and contain no whitespace.
+    public init?(_ text: String) {
+        let utf8 = text.utf8
+        guard let dash = utf8.firstIndex(of: UInt8(ascii: "-")), dash != utf8.startIndex else { return nil }
+        var value = 0
+        for byte in utf8[utf8.startIndex..<dash] {
+            guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
+            let (shifted, overflow1) = value.multipliedReportingOverflow(by: 10)
+            let (sum, overflow2) = shifted.addingReportingOverflow(Int(byte &- UInt8(ascii: "0")))
+            if overflow1 || overflow2 { return nil }
+            value = sum
+        }
+        let digest = String(text[utf8.index(after: dash)...])
+        guard !digest.isEmpty, !digest.unicodeScalars.contains(where: { $0.properties.isWhitespace }) else {
+            return nil
+        }
+        self.init(generation: value, digest: digest)
+    }
+
+    public var description: String { "\(generation)-\(digest)" }
+
+    public static func == (lhs: RevisionID, rhs: RevisionID) -> Bool {
+        lhs.generation == rhs.generation && compareBytes(lhs.digest, rhs.digest) == 0
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(generation)
+        var bytes = digest
+        bytes.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
+    }
+
+    /// CouchDB's order: generation first, then the digests' UTF-8 bytes.
+    public static func < (lhs: RevisionID, rhs: RevisionID) -> Bool {
+        order(lhs, rhs) < 0
+    }
+
+    /// Three-way comparison in CouchDB's order: negative, zero or positive.
+    static func order(_ lhs: RevisionID, _ rhs: RevisionID) -> Int {
+        if lhs.generation != rhs.generation { return lhs.generation < rhs.generation ? -1 : 1 }
+        return compareBytes(lhs.digest, rhs.digest)
+    }
+
+    /// Compares two strings by their UTF-8 bytes (shorter prefix first), as Erlang compares binaries.
+    static func compareBytes(_ lhs: String, _ rhs: String) -> Int {
+        var left = lhs
+        var right = rhs
+        return left.withUTF8 { a in
+            right.withUTF8 { b in
+                let common = min(a.count, b.count)
+                var i = 0
+                while i < common {
+                    if a[i] != b[i] { return a[i] < b[i] ? -1 : 1 }
+                    i += 1
+                }
+                return a.count == b.count ? 0 : (a.count < b.count ? -1 : 1)
+            }
+        }
+    }
+}

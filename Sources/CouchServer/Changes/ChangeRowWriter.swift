@@ -1,0 +1,38 @@
+import CouchCore
+import CouchStore
+
+/// Writes one `_changes` row the way CouchDB does:
+/// `{"seq":N,"id":"…","changes":[{"rev":"…"}],"deleted":true,"doc":{…}}`.
+struct ChangeRowWriter: Sendable {
+    let allLeaves: Bool
+    let includeDocs: Bool
+    let conflicts: Bool
+
+    func append(_ row: ChangeRow, to output: inout [UInt8]) {
+        output.append(contentsOf: #"{"seq":"#.utf8)
+        output.append(contentsOf: String(row.sequence).utf8)
+        output.append(contentsOf: #","id":"#.utf8)
+        JSONWriter.appendString(row.id.rawValue, to: &output)
+        output.append(contentsOf: #","changes":["#.utf8)
+        let revisions = allLeaves ? (row.tree?.leaves.map(\.revision) ?? [row.winner]) : [row.winner]
+        for (index, revision) in revisions.enumerated() {
+            if index > 0 { output.append(UInt8(ascii: ",")) }
+            output.append(contentsOf: #"{"rev":"#.utf8)
+            JSONWriter.appendString(revision.description, to: &output)
+            output.append(UInt8(ascii: "}"))
+        }
+        output.append(UInt8(ascii: "]"))
+        if row.isDeleted { output.append(contentsOf: #","deleted":true"#.utf8) }
+        if includeDocs, let body = row.body {
+            output.append(contentsOf: #","doc":"#.utf8)
+            var options = DocumentRenderOptions()
+            options.conflicts = conflicts
+            let revision = StoredRevision(id: row.id, revision: row.winner, isDeleted: row.isDeleted, body: body)
+            let record = row.tree.map {
+                DocumentRecord(id: row.id, sequence: row.sequence, tree: $0, winner: row.winner, isDeleted: row.isDeleted)
+            }
+            DocumentJSON.render(revision, record: record, options: options, into: &output)
+        }
+        output.append(UInt8(ascii: "}"))
+    }
+}

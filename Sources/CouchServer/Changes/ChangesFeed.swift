@@ -1,0 +1,227 @@
+import CouchCore
+import CouchStore
+import Foundation
+
+/// A `_changes` response of any feed type, produced as the client reads it. While
+/// caught up, a longpoll, continuous or eventsource feed waits without a thread: the
+/// listener suspends its connection, and a commit, heartbeat or timeout wakes it.
+final class ChangesFeed: ResponseStream, @unchecked Sendable {
+    private let database: Database
+    private let options: ChangesOptions
+    private let rows: ChangeRowWriter
+    private static let batchSize = 500
+
+    // Touched only by `read`, which the listener calls on one thread at a time.
+    private var position: Int
+    private var emitted = 0
+    private var output: [UInt8] = []
+    private var outputOffset = 0
+    private var preludeSent = false
+    private var finished = false
+
+    // Set by timers and the change notifier.
+    private let lock = NSLock()
+    private var heartbeatDue = false
+    private var idleSince = DispatchTime.now()
+    private var timedOut = false
+    private var databaseGone = false
+    private var observerToken: Int?
+    private var timers: [FeedTimer] = []
+
+    init(database: Database, options: ChangesOptions) {
+        self.database = database
+        self.options = options
+        rows = ChangeRowWriter(allLeaves: options.allLeaves, includeDocs: options.includeDocs, conflicts: options.conflicts)
+        position = options.sinceNow ? database.updateSequence : options.since
+    }
+
+    var contentType: String {
+        options.feed == .eventsource ? "text/event-stream" : "application/json"
+    }
+
+    private var waits: Bool { options.feed != .normal }
+
+    func start(wake: @escaping @Sendable () -> Void) {
+        guard waits else { return }
+        observerToken = database.notifier.observe { [weak self] event in
+            if case .databaseDeleted = event { self?.databaseWasDeleted() }
+            wake()
+        }
+        let timer: FeedTimer
+        if let heartbeat = options.heartbeat {
+            timer = FeedTimer(every: heartbeat) { [weak self] in
+                self?.heartbeatIsDue()
+                wake()
+            }
+        } else {
+            let timeout = options.timeout
+            timer = FeedTimer(every: max(10, timeout / 4)) { [weak self] in
+                if self?.checkTimeout(timeout) == true { wake() }
+            }
+        }
+        lock.lock()
+        timers.append(timer)
+        lock.unlock()
+    }
+
+    private func heartbeatIsDue() {
+        lock.lock()
+        heartbeatDue = true
+        lock.unlock()
+    }
+
+    private func databaseWasDeleted() {
+        lock.lock()
+        databaseGone = true
+        lock.unlock()
+    }
+
+    /// Whether the feed has been idle for `timeout` milliseconds.
+    private func checkTimeout(_ timeout: Int) -> Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        let idle = (DispatchTime.now().uptimeNanoseconds - idleSince.uptimeNanoseconds) / 1_000_000
+        if idle >= UInt64(timeout) { timedOut = true }
+        return timedOut
+    }
+
+    func close() {
+        if let token = observerToken { database.notifier.remove(token) }
+        lock.lock()
+        let cancelled = timers
+        timers = []
+        lock.unlock()
+        cancelled.forEach { $0.cancel() }
+    }
+
+    func read(into buffer: UnsafeMutableRawBufferPointer) -> StreamChunk {
+        if outputOffset == output.count {
+            output.removeAll(keepingCapacity: true)
+            outputOffset = 0
+            if finished { return .end }
+            produce()
+        }
+        guard outputOffset < output.count else { return finished ? .end : .waiting }
+        let count = min(buffer.count, output.count - outputOffset)
+        output.withUnsafeBytes { source in
+            buffer.baseAddress!.copyMemory(from: source.baseAddress! + outputOffset, byteCount: count)
+        }
+        outputOffset += count
+        return .data(count)
+    }
+
+    /// Fills `output` with what the feed has to say now; leaves it empty to wait.
+    private func produce() {
+        lock.lock()
+        let (heartbeat, timedOut, gone) = (heartbeatDue, self.timedOut, databaseGone)
+        heartbeatDue = false
+        lock.unlock()
+        switch options.feed {
+        case .normal:
+            if !preludeSent { beginResults() }
+            drain()
+        case .longpoll:
+            guard emitted == 0 else {
+                drain()
+                return
+            }
+            appendAvailable()
+            if emitted > 0 { return }
+            if reachedLimit || gone || timedOut {
+                if !preludeSent { beginResults() }
+                endResults()
+            } else if heartbeat {
+                if !preludeSent { beginResults() }
+                output.append(UInt8(ascii: "\n"))
+            }
+        case .continuous, .eventsource:
+            appendAvailable()
+            if !output.isEmpty { return }
+            if reachedLimit || timedOut || gone {
+                if options.feed == .continuous {
+                    output.append(contentsOf: #"{"last_seq":\#(position),"pending":\#(pending())}"#.utf8)
+                    output.append(UInt8(ascii: "\n"))
+                }
+                finished = true
+            } else if heartbeat {
+                output.append(contentsOf: options.feed == .continuous ? "\n".utf8 : "event: heartbeat\ndata: \n\n".utf8)
+            }
+        }
+    }
+
+    /// Appends the next rows of a normal (or answering longpoll) feed, ending it when none are left.
+    private func drain() {
+        while output.isEmpty && !finished {
+            if !appendBatch() { endResults() }
+        }
+    }
+
+    private var reachedLimit: Bool { options.limit.map { emitted >= $0 } ?? false }
+
+    private func beginResults() {
+        output.append(contentsOf: "{\"results\":[\n".utf8)
+        preludeSent = true
+    }
+
+    private func endResults() {
+        output.append(contentsOf: (emitted > 0 ? "\n" : "").utf8)
+        output.append(contentsOf: #"],"#.utf8)
+        output.append(contentsOf: "\n".utf8)
+        output.append(contentsOf: #""last_seq":\#(position),"pending":\#(pending())}"#.utf8)
+        output.append(UInt8(ascii: "\n"))
+        finished = true
+    }
+
+    private func pending() -> Int {
+        options.descending ? 0 : ((try? database.pendingChanges(after: position)) ?? 0)
+    }
+
+    /// Appends rows until caught up, the limit, or enough output for now; a longpoll
+    /// stops after the first batch that has rows.
+    private func appendAvailable() {
+        while appendBatch() {
+            if reachedLimit || (options.feed == .longpoll && emitted > 0) || output.count > 256 * 1024 { break }
+        }
+    }
+
+    /// Appends one batch of rows after `position`; false when there were none.
+    private func appendBatch() -> Bool {
+        guard !reachedLimit else { return false }
+        let filter = options.filter
+        let query = ChangesQuery(
+            since: options.descending ? options.since : position, limit: options.descending ? nil : Self.batchSize,
+            descending: options.descending, includeTree: options.allLeaves || options.conflicts,
+            includeBodies: options.includeDocs || (filter?.needsDocument ?? false))
+        guard let batch = try? database.changes(query), !batch.isEmpty else { return false }
+        if options.descending { position = batch.first?.sequence ?? position }
+        for row in batch {
+            if reachedLimit { break }
+            if !options.descending { position = row.sequence }
+            if let filter, !filter.accepts(row, document: filter.needsDocument ? row.documentValue : nil) { continue }
+            if options.descending { position = row.sequence }
+            appendRow(row)
+        }
+        lock.lock()
+        idleSince = DispatchTime.now()
+        lock.unlock()
+        // A descending feed is read in one query.
+        return !options.descending
+    }
+
+    private func appendRow(_ row: ChangeRow) {
+        switch options.feed {
+        case .normal, .longpoll:
+            if !preludeSent { beginResults() }
+            if emitted > 0 { output.append(contentsOf: ",\n".utf8) }
+            rows.append(row, to: &output)
+        case .continuous:
+            rows.append(row, to: &output)
+            output.append(UInt8(ascii: "\n"))
+        case .eventsource:
+            output.append(contentsOf: "data: ".utf8)
+            rows.append(row, to: &output)
+            output.append(contentsOf: "\nid: \(row.sequence)\n\n".utf8)
+        }
+        emitted += 1
+    }
+}

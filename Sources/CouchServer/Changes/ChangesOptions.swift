@@ -1,0 +1,119 @@
+import CouchCore
+import CouchStore
+
+/// A `_changes` request's parameters, read once from the query string and, for POST, the body.
+struct ChangesOptions: Sendable {
+    enum Feed: String, Sendable {
+        case normal, longpoll, continuous, eventsource
+    }
+
+    var feed = Feed.normal
+    var since = 0
+    var sinceNow = false
+    var limit: Int?
+    var descending = false
+    var includeDocs = false
+    var conflicts = false
+    var allLeaves = false
+    /// Milliseconds between heartbeats; nil for none.
+    var heartbeat: Int?
+    /// Milliseconds of idleness after which a waiting feed ends (ignored with a heartbeat, as in CouchDB).
+    var timeout = 60_000
+    var filter: ChangeFilter?
+
+    static let defaultHeartbeat = 60_000
+
+    init(_ context: RouteContext, body: JSONObject?) throws {
+        let request = context.request
+        if let raw = request.queryValue("feed") {
+            guard let parsed = Feed(rawValue: raw) else {
+                throw CouchError.badRequest("Supported `feed` types: normal, continuous, longpoll, eventsource")
+            }
+            feed = parsed
+        }
+        if let raw = request.queryValue("since") {
+            if raw == "now" { sinceNow = true } else { since = try Self.sequence(from: raw) }
+        }
+        limit = try context.nonNegativeIntOption("limit")
+        descending = try context.boolOption("descending")
+        includeDocs = try context.boolOption("include_docs")
+        conflicts = try context.boolOption("conflicts")
+        switch request.queryValue("style") ?? "main_only" {
+        case "main_only": allLeaves = false
+        case "all_docs": allLeaves = true
+        default: throw CouchError.badRequest("Supported `style` values: main_only, all_docs")
+        }
+        if let raw = request.queryValue("heartbeat") {
+            if raw == "true" {
+                heartbeat = Self.defaultHeartbeat
+            } else if raw != "false" {
+                guard let value = Int(raw), value > 0 else { throw CouchError.badRequest("Invalid heartbeat value. Expecting a positive integer value (or `true`).") }
+                heartbeat = value
+            }
+        }
+        if let value = try context.intOption("timeout") {
+            guard value > 0 else { throw CouchError.badRequest("Invalid timeout value.") }
+            timeout = value
+        }
+        filter = try Self.filter(context, body: body)
+    }
+
+    /// Sequences are integers; clients may send them as numbers, strings, or CouchDB's
+    /// `N-opaque` form, of which the leading number is ours.
+    static func sequence(from raw: String) throws(CouchError) -> Int {
+        var text = Substring(raw)
+        if text.first == "\"" && text.last == "\"" && text.count >= 2 { text = text.dropFirst().dropLast() }
+        let digits = text.prefix { $0.isASCII && $0.isNumber }
+        guard !digits.isEmpty, let value = Int(digits) else {
+            throw CouchError.badRequest("Malformed sequence supplied in 'since' parameter.")
+        }
+        return value
+    }
+
+    private static func filter(_ context: RouteContext, body: JSONObject?) throws -> ChangeFilter? {
+        guard let name = context.request.queryValue("filter"), !name.isEmpty else { return nil }
+        switch name {
+        case "_doc_ids":
+            let queryIDs = try context.jsonOption("doc_ids")
+            let ids = body?["doc_ids"] ?? queryIDs
+            guard let list = ids?.arrayValue, list.allSatisfy({ $0.stringValue != nil }) else {
+                throw CouchError.badRequest("`doc_ids` filter parameter is not a list of doc ids.")
+            }
+            return DocumentIDsFilter(ids: Set(list.compactMap(\.stringValue)))
+        case "_design":
+            return DesignDocumentFilter()
+        case "_selector":
+            guard let selector = body?["selector"] else {
+                throw CouchError.badRequest("Selector must be specified in POST payload")
+            }
+            return SelectorFilter(selector: try parseSelector(selector))
+        case "_view":
+            throw CouchError.badRequest("`view` filter parameter is not provided.")
+        default:
+            return try designFilter(name, context: context)
+        }
+    }
+
+    private static func parseSelector(_ selector: JSONValue) throws(CouchError) -> MangoSelector {
+        do {
+            return try MangoSelector(selector)
+        } catch {
+            throw CouchError.badRequest(error.reason)
+        }
+    }
+
+    /// `ddoc/name`: CouchDB's answers for a missing design document or function; running
+    /// JavaScript filters awaits the embedded engine.
+    private static func designFilter(_ name: String, context: RouteContext) throws -> ChangeFilter? {
+        let parts = name.split(separator: "/", maxSplits: 1)
+        guard parts.count == 2 else {
+            throw CouchError.badRequest("filter parameter must be of the form `designname/filtername`")
+        }
+        let snapshot = try context.database().document(DocumentID(DocumentID.designPrefix + parts[0]))
+        let body = try JSONValue.parse(snapshot.revision.body)
+        guard body["filters"]?[String(parts[1])] != nil else {
+            throw CouchError.notFound("missing json key: \(parts[1])")
+        }
+        throw CouchError(.notImplemented, "JavaScript filter functions are not supported yet")
+    }
+}

@@ -1,0 +1,117 @@
+import CouchCore
+
+/// CouchDB's irregular URL grammar parsed once into a value: `_design/` and `_local/`
+/// IDs (also written `_design%2Fx`), `%2F` inside IDs, attachment names with `/`.
+public enum Endpoint: Sendable, Equatable {
+    case server(ServerResource)
+    case database(DatabaseName)
+    case databaseResource(DatabaseName, DatabaseResource)
+    case document(DatabaseName, DocumentID)
+    case attachment(DatabaseName, DocumentID, String)
+    /// A design document's sub-resource (`_view`, `_show`, ...), not served yet.
+    case designResource(DatabaseName, DocumentID, String)
+
+    public enum ServerResource: String, Sendable, CaseIterable {
+        case root = ""
+        case allDatabases = "_all_dbs"
+        case uuids = "_uuids"
+        case up = "_up"
+    }
+
+    public enum DatabaseResource: String, Sendable, CaseIterable {
+        case allDocuments = "_all_docs"
+        case designDocuments = "_design_docs"
+        case bulkDocuments = "_bulk_docs"
+        case bulkGet = "_bulk_get"
+        case changes = "_changes"
+        case revisionsDifference = "_revs_diff"
+        case missingRevisions = "_missing_revs"
+        case compact = "_compact"
+        case ensureFullCommit = "_ensure_full_commit"
+        case revisionsLimit = "_revs_limit"
+    }
+
+    public init(path: String) throws(CouchError) {
+        var segments = path.split(separator: "/", omittingEmptySubsequences: false)
+        if segments.first == "" { segments.removeFirst() }
+        if segments.last == "" { segments.removeLast() }
+        guard let first = segments.first else {
+            self = .server(.root)
+            return
+        }
+        let decoded = try segments.map { segment throws(CouchError) -> String in
+            guard let text = PercentDecoding.decode(segment, plusIsSpace: false) else {
+                throw CouchError.badRequest("Invalid URL encoding")
+            }
+            return text
+        }
+        if first.hasPrefix("_"), let resource = ServerResource(rawValue: decoded[0]), segments.count == 1 {
+            self = .server(resource)
+            return
+        }
+        let database = try DatabaseName(decoded[0])
+        guard decoded.count > 1 else {
+            self = .database(database)
+            return
+        }
+        let second = decoded[1]
+        let rest = decoded.dropFirst(2)
+        switch second {
+        case "_local":
+            guard !rest.isEmpty else { throw CouchError.badRequest("Missing _local document id") }
+            self = .document(database, DocumentID(DocumentID.localPrefix + rest.joined(separator: "/")))
+        case "_design":
+            guard let name = rest.first else { throw CouchError.badRequest("Missing _design document id") }
+            let id = DocumentID(DocumentID.designPrefix + name)
+            self = Self.documentOrAttachment(database, id, Array(rest.dropFirst()))
+        case _ where second.hasPrefix(DocumentID.localPrefix):
+            self = .document(database, try DocumentID.validated(([second] + rest).joined(separator: "/")))
+        case _ where second.hasPrefix(DocumentID.designPrefix):
+            self = Self.documentOrAttachment(database, try DocumentID.validated(second), Array(rest))
+        case _ where second.hasPrefix("_"):
+            guard let resource = DatabaseResource(rawValue: second), rest.isEmpty else {
+                throw CouchError(.illegalDocumentID, "Only reserved document ids may start with underscore.")
+            }
+            self = .databaseResource(database, resource)
+        default:
+            self = Self.documentOrAttachment(database, try DocumentID.validated(second), Array(rest))
+        }
+    }
+
+    private static func documentOrAttachment(_ database: DatabaseName, _ id: DocumentID, _ rest: [String]) -> Endpoint {
+        guard let first = rest.first else { return .document(database, id) }
+        if id.isDesign, first.hasPrefix("_") { return .designResource(database, id, first) }
+        return .attachment(database, id, rest.joined(separator: "/"))
+    }
+
+    /// The route this endpoint belongs to, without its parameters.
+    var route: RouteKey {
+        switch self {
+        case .server(let resource): .server(resource)
+        case .database: .database
+        case .databaseResource(_, let resource): .databaseResource(resource)
+        case .document(_, let id): id.isLocal ? .localDocument : .document
+        case .attachment: .attachment
+        case .designResource: .designResource
+        }
+    }
+
+    public var databaseName: DatabaseName? {
+        switch self {
+        case .server: nil
+        case .database(let name), .databaseResource(let name, _), .document(let name, _),
+             .attachment(let name, _, _), .designResource(let name, _, _): name
+        }
+    }
+}
+
+/// An endpoint's kind, the key of the route table.
+enum RouteKey: Hashable, Sendable {
+    case server(Endpoint.ServerResource)
+    case database
+    case databaseResource(Endpoint.DatabaseResource)
+    case document
+    case localDocument
+    case attachment
+    case designResource
+}

@@ -1,0 +1,82 @@
+import CouchCore
+
+/// A request as the listener read it: raw path (still percent-encoded, so routes can
+/// tell `%2F` from `/`), decoded query parameters in order, headers and the body.
+public struct HTTPRequest: Sendable {
+    public let method: String
+    public let path: String
+    public let query: [(name: String, value: String)]
+    /// Header names in lower case; repeated headers joined with ", ".
+    public let headers: [String: String]
+    public var body: [UInt8]
+
+    public init(method: String, path: String, query: [(name: String, value: String)],
+                headers: [String: String], body: [UInt8]) {
+        self.method = method
+        self.path = path
+        self.query = query
+        self.headers = headers
+        self.body = body
+    }
+
+    public func header(_ name: String) -> String? { headers[name.lowercased()] }
+
+    /// The last value given for a query parameter, as CouchDB reads them.
+    public func queryValue(_ name: String) -> String? {
+        query.last(where: { $0.name == name })?.value
+    }
+
+    /// Whether the client accepts a media type, by its `Accept` header.
+    public func accepts(_ mediaType: String) -> Bool {
+        guard let accept = header("accept") else { return false }
+        return accept.lowercased().contains(mediaType)
+    }
+
+    public var contentType: String? {
+        header("content-type")?.split(separator: ";").first.map { $0.trimmingWhitespace().lowercased() }
+    }
+}
+
+/// Percent-decoding for paths (`+` stays `+`) and query strings (`+` is a space).
+enum PercentDecoding {
+    static func decode(_ text: Substring, plusIsSpace: Bool) -> String? {
+        guard text.utf8.contains(where: { $0 == UInt8(ascii: "%") || (plusIsSpace && $0 == UInt8(ascii: "+")) }) else {
+            return String(text)
+        }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(text.utf8.count)
+        var iterator = text.utf8.makeIterator()
+        while let byte = iterator.next() {
+            switch byte {
+            case UInt8(ascii: "%"):
+                guard let high = iterator.next().flatMap(hexValue), let low = iterator.next().flatMap(hexValue) else {
+                    return nil
+                }
+                bytes.append(high << 4 | low)
+            case UInt8(ascii: "+") where plusIsSpace:
+                bytes.append(UInt8(ascii: " "))
+            default:
+                bytes.append(byte)
+            }
+        }
+        return String(validating: bytes, as: UTF8.self)
+    }
+
+    private static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+}
+
+extension StringProtocol {
+    func trimmingWhitespace() -> String {
+        let text = String(self)
+        guard let start = text.firstIndex(where: { !$0.isWhitespace }),
+              let end = text.lastIndex(where: { !$0.isWhitespace }) else { return "" }
+        return String(text[start...end])
+    }
+}

@@ -1,0 +1,69 @@
+import CouchCore
+
+/// A response: a status, headers, and either bytes or a stream that produces its
+/// body over time (change feeds).
+public struct HTTPResponse: Sendable {
+    public enum Body: Sendable {
+        case bytes([UInt8])
+        case stream(ResponseStream)
+    }
+
+    public var status: Int
+    public var headers: [(name: String, value: String)]
+    public var body: Body
+
+    public init(status: Int, headers: [(name: String, value: String)] = [], body: Body = .bytes([])) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+
+    public static let jsonContentType = "application/json"
+
+    public static func json(_ status: Int, _ value: JSONValue, headers: [(name: String, value: String)] = []) -> HTTPResponse {
+        var bytes = value.serialized()
+        bytes.append(UInt8(ascii: "\n"))
+        return json(status, bytes: bytes, headers: headers)
+    }
+
+    /// A JSON body already serialised (documents spliced from stored bytes).
+    public static func json(_ status: Int, bytes: [UInt8], headers: [(name: String, value: String)] = []) -> HTTPResponse {
+        HTTPResponse(status: status, headers: [("Content-Type", jsonContentType)] + headers, body: .bytes(bytes))
+    }
+
+    /// The one place a `CouchError` becomes CouchDB's `{"error","reason"}` response.
+    public static func error(_ error: CouchError) -> HTTPResponse {
+        var headers: [(name: String, value: String)] = []
+        if error.kind == .unauthorized { headers.append(("WWW-Authenticate", "Basic realm=\"server\"")) }
+        return json(error.status, ["error": JSONValue(error.error), "reason": JSONValue(error.reason)], headers: headers)
+    }
+
+    public static let ok = json(200, ["ok": true])
+
+    public func header(_ name: String) -> String? {
+        headers.first { $0.name.lowercased() == name.lowercased() }?.value
+    }
+
+    public mutating func setHeader(_ name: String, _ value: String) {
+        headers.removeAll { $0.name.lowercased() == name.lowercased() }
+        headers.append((name, value))
+    }
+}
+
+/// What a streaming body hands the listener each time it is asked for more.
+public enum StreamChunk: Sendable {
+    case data(Int)
+    /// Nothing to send now; the stream calls its `wake` when it has more.
+    case waiting
+    case end
+}
+
+/// A response body produced over time. The listener calls `read` on its own thread;
+/// when `read` answers `.waiting` the connection is suspended (no thread, no CPU)
+/// until the stream calls the `wake` the listener gave it.
+public protocol ResponseStream: AnyObject, Sendable {
+    func start(wake: @escaping @Sendable () -> Void)
+    func read(into buffer: UnsafeMutableRawBufferPointer) -> StreamChunk
+    /// The connection closed (client gone or server stopping); release resources.
+    func close()
+}

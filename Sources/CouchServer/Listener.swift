@@ -1,0 +1,322 @@
+import CMicroHTTPD
+import CShims
+import CouchCore
+import Foundation
+import Logging
+
+public struct ListenerConfiguration: Sendable {
+    public var port: Int = 5984
+    public var bindAddress = "127.0.0.1"
+    /// libmicrohttpd worker threads; handlers are synchronous, so this bounds how many
+    /// requests (and so how many writers sharing a group commit) run at once.
+    public var threadCount = 16
+    public var connectionLimit = 8192
+    public var idleTimeoutSeconds = 300
+    public var maximumBodySize = 64 * 1024 * 1024
+    public var maximumURLLength = 16 * 1024
+    public init() {}
+}
+
+/// The only file that touches libmicrohttpd: reads requests, hands them to `handler`,
+/// and writes responses, suspending connections whose streams are waiting.
+public final class Listener: @unchecked Sendable {
+    public let configuration: ListenerConfiguration
+    let handler: @Sendable (HTTPRequest) -> HTTPResponse
+    private var daemon: OpaquePointer?
+    public private(set) var port = 0
+    let logger = Logger(label: "couchette.http")
+    private let streamsLock = NSLock()
+    private var streams: [ObjectIdentifier: StreamConnection] = [:]
+
+    public init(configuration: ListenerConfiguration, handler: @escaping @Sendable (HTTPRequest) -> HTTPResponse) {
+        self.configuration = configuration
+        self.handler = handler
+    }
+
+    public func start() throws {
+        var address = in_addr()
+        guard inet_pton(AF_INET, configuration.bindAddress, &address) == 1 else {
+            throw CouchError.badRequest("bind address must be an IPv4 address: \(configuration.bindAddress)")
+        }
+        var options = couchette_mhd_options()
+        options.flags = UInt32(MHD_USE_INTERNAL_POLLING_THREAD.rawValue | MHD_USE_EPOLL.rawValue
+            | MHD_ALLOW_SUSPEND_RESUME.rawValue | MHD_USE_TURBO.rawValue)
+        options.port = UInt16(configuration.port)
+        options.bind_address = address.s_addr
+        options.thread_pool_size = UInt32(configuration.threadCount)
+        options.connection_limit = UInt32(configuration.connectionLimit)
+        options.connection_timeout_seconds = UInt32(configuration.idleTimeoutSeconds)
+        options.connection_memory_limit = max(64 * 1024, configuration.maximumURLLength * 2)
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        guard let daemon = couchette_mhd_start(&options, accessHandler, context, requestCompleted, context) else {
+            throw CouchError.internalError("cannot listen on \(configuration.bindAddress):\(configuration.port)")
+        }
+        self.daemon = daemon
+        port = Int(couchette_mhd_bound_port(daemon))
+    }
+
+    public func stop() {
+        guard let daemon else { return }
+        // Suspended connections must be resumed before the daemon stops.
+        streamsLock.lock()
+        let open = Array(streams.values)
+        streamsLock.unlock()
+        open.forEach { $0.finish() }
+        MHD_stop_daemon(daemon)
+        self.daemon = nil
+    }
+
+    /// Streaming responses currently open (change feeds).
+    public var openStreamCount: Int {
+        streamsLock.lock()
+        defer { streamsLock.unlock() }
+        return streams.count
+    }
+
+    func register(_ stream: StreamConnection) {
+        streamsLock.lock()
+        streams[ObjectIdentifier(stream)] = stream
+        streamsLock.unlock()
+    }
+
+    func unregister(_ stream: StreamConnection) {
+        streamsLock.lock()
+        streams[ObjectIdentifier(stream)] = nil
+        streamsLock.unlock()
+    }
+
+    // MARK: - Request handling (called from libmicrohttpd threads)
+
+    fileprivate func handle(connection: OpaquePointer, url: String, method: String,
+                            upload: UnsafePointer<CChar>?, uploadSize: UnsafeMutablePointer<Int>,
+                            state statePointer: UnsafeMutablePointer<UnsafeMutableRawPointer?>) -> MHD_Result {
+        guard let raw = statePointer.pointee else {
+            let state = RequestState(method: method, path: url, connection: connection, listener: self)
+            statePointer.pointee = Unmanaged.passRetained(state).toOpaque()
+            return .YES
+        }
+        let state = Unmanaged<RequestState>.fromOpaque(raw).takeUnretainedValue()
+        let count = uploadSize.pointee
+        uploadSize.pointee = 0
+        if state.responded { return .YES }
+        if state.rejected || state.body.count + count > configuration.maximumBodySize {
+            state.responded = true
+            logger.info("\(method) \(url) 413 body too large")
+            return queue(.error(CouchError(.tooLarge, "Request body is too large")), state: state, closing: true)
+        }
+        if count > 0 {
+            upload.map { state.body.append(contentsOf: UnsafeRawBufferPointer(start: $0, count: count)) }
+            return .YES
+        }
+        state.responded = true
+        let request = state.makeRequest()
+        let response: HTTPResponse
+        let urlLength = request.query.reduce(url.utf8.count) { $0 + $1.name.utf8.count + $1.value.utf8.count + 2 }
+        if urlLength > configuration.maximumURLLength {
+            response = .error(CouchError(.uriTooLong, "URL is too long"))
+        } else {
+            response = handler(request)
+        }
+        logger.info("\(method) \(url) \(response.status) \(state.elapsedMilliseconds)ms")
+        return queue(response, state: state, closing: false)
+    }
+
+    private func queue(_ response: HTTPResponse, state: RequestState, closing: Bool) -> MHD_Result {
+        let mhdResponse: OpaquePointer?
+        switch response.body {
+        case .bytes(let bytes):
+            mhdResponse = bytes.withUnsafeBytes { raw in
+                MHD_create_response_from_buffer(raw.count, UnsafeMutableRawPointer(mutating: raw.baseAddress),
+                                                MHD_ResponseMemoryMode(rawValue: 2)!) // MHD_RESPMEM_MUST_COPY
+            }
+        case .stream(let stream):
+            let connection = StreamConnection(stream: stream, connection: state.connection, listener: self)
+            state.stream = connection
+            register(connection)
+            let box = Unmanaged.passRetained(connection).toOpaque()
+            mhdResponse = MHD_create_response_from_callback(UInt64.max, 32 * 1024, streamReader, box, streamReleased)
+            connection.begin()
+        }
+        guard let mhdResponse else { return .NO }
+        for (name, value) in response.headers { MHD_add_response_header(mhdResponse, name, value) }
+        MHD_add_response_header(mhdResponse, "Server", ServerInfo.serverHeader)
+        MHD_add_response_header(mhdResponse, "Cache-Control", "must-revalidate")
+        if closing { MHD_add_response_header(mhdResponse, "Connection", "close") }
+        let result = MHD_queue_response(state.connection, UInt32(response.status), mhdResponse)
+        MHD_destroy_response(mhdResponse)
+        return result
+    }
+
+    fileprivate func completed(state raw: UnsafeMutableRawPointer) {
+        let state = Unmanaged<RequestState>.fromOpaque(raw).takeRetainedValue()
+        if let stream = state.stream {
+            stream.connectionClosed()
+            unregister(stream)
+        }
+    }
+}
+
+/// What the listener keeps about a request between libmicrohttpd's callbacks.
+final class RequestState {
+    let method: String
+    let path: String
+    let connection: OpaquePointer
+    var body: [UInt8] = []
+    var rejected = false
+    var responded = false
+    var stream: StreamConnection?
+    let started = DispatchTime.now()
+    private var headers: [String: String] = [:]
+    private var query: [(name: String, value: String)] = []
+
+    init(method: String, path: String, connection: OpaquePointer, listener: Listener) {
+        self.method = method
+        self.path = path
+        self.connection = connection
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        MHD_get_connection_values(connection, .HEADER_KIND, collectHeader, context)
+        MHD_get_connection_values(connection, .GET_ARGUMENT_KIND, collectArgument, context)
+        if let length = headers["content-length"].flatMap(Int.init), length > listener.configuration.maximumBodySize {
+            rejected = true
+            body = []
+        }
+    }
+
+    fileprivate func addHeader(_ name: String, _ value: String) {
+        let key = name.lowercased()
+        if let existing = headers[key] {
+            headers[key] = existing + ", " + value
+        } else {
+            headers[key] = value
+        }
+    }
+
+    fileprivate func addArgument(_ name: String, _ value: String?) {
+        let decodedName = PercentDecoding.decode(Substring(name), plusIsSpace: true) ?? name
+        let decodedValue = value.map { PercentDecoding.decode(Substring($0), plusIsSpace: true) ?? $0 } ?? ""
+        query.append((decodedName, decodedValue))
+    }
+
+    func makeRequest() -> HTTPRequest {
+        HTTPRequest(method: method, path: path, query: query, headers: headers, body: body)
+    }
+
+    var elapsedMilliseconds: String {
+        let nanoseconds = DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds
+        return String(format: "%.2f", Double(nanoseconds) / 1_000_000)
+    }
+}
+
+/// A streaming response on one connection: suspends the connection while its stream
+/// waits and resumes it when the stream wakes.
+final class StreamConnection: @unchecked Sendable {
+    let stream: ResponseStream
+    private let connection: OpaquePointer
+    private let lock = NSLock()
+    private var suspended = false
+    private var wakePending = false
+    private var closed = false
+    private var finished = false
+    private weak var listener: Listener?
+
+    init(stream: ResponseStream, connection: OpaquePointer, listener: Listener) {
+        self.stream = stream
+        self.connection = connection
+        self.listener = listener
+    }
+
+    func begin() {
+        stream.start { [weak self] in self?.wake() }
+    }
+
+    /// The stream is read without the lock held, so a commit that wakes this feed never
+    /// waits for it; a wake that arrives during a read is remembered and the read retried.
+    func read(into buffer: UnsafeMutableRawBufferPointer) -> Int {
+        lock.lock()
+        wakePending = false
+        let isFinished = finished
+        lock.unlock()
+        if isFinished { return -1 }
+        switch stream.read(into: buffer) {
+        case .data(let count):
+            return count
+        case .end:
+            return -1
+        case .waiting:
+            lock.lock()
+            defer { lock.unlock() }
+            if wakePending || finished { return 0 }
+            suspended = true
+            MHD_suspend_connection(connection)
+            return 0
+        }
+    }
+
+    func wake() {
+        lock.lock()
+        defer { lock.unlock() }
+        if suspended && !closed {
+            suspended = false
+            MHD_resume_connection(connection)
+        } else {
+            wakePending = true
+        }
+    }
+
+    /// Ends the stream at the next read (server stopping).
+    func finish() {
+        lock.lock()
+        finished = true
+        lock.unlock()
+        wake()
+    }
+
+    func connectionClosed() {
+        lock.lock()
+        closed = true
+        lock.unlock()
+        stream.close()
+    }
+}
+
+// libmicrohttpd's callbacks. They live here, not in main.swift, because top-level
+// code there is main-actor isolated and would trap on a pool thread.
+
+private let accessHandler: MHD_AccessHandlerCallback = { context, connection, url, method, _, upload, uploadSize, state in
+    guard let context, let connection, let url, let method, let uploadSize, let state else { return .NO }
+    let listener = Unmanaged<Listener>.fromOpaque(context).takeUnretainedValue()
+    return listener.handle(connection: connection, url: String(cString: url), method: String(cString: method),
+                           upload: upload, uploadSize: uploadSize, state: state)
+}
+
+private let requestCompleted: MHD_RequestCompletedCallback = { context, _, state, _ in
+    guard let context, let raw = state?.pointee else { return }
+    let listener = Unmanaged<Listener>.fromOpaque(context).takeUnretainedValue()
+    listener.completed(state: raw)
+    state?.pointee = nil
+}
+
+private let collectHeader: MHD_KeyValueIterator = { context, _, key, value in
+    guard let context, let key else { return .YES }
+    let state = Unmanaged<RequestState>.fromOpaque(context).takeUnretainedValue()
+    state.addHeader(String(cString: key), value.map { String(cString: $0) } ?? "")
+    return .YES
+}
+
+private let collectArgument: MHD_KeyValueIterator = { context, _, key, value in
+    guard let context, let key else { return .YES }
+    let state = Unmanaged<RequestState>.fromOpaque(context).takeUnretainedValue()
+    state.addArgument(String(cString: key), value.map { String(cString: $0) })
+    return .YES
+}
+
+private let streamReader: MHD_ContentReaderCallback = { context, _, buffer, maximum in
+    guard let context, let buffer else { return -2 }
+    let connection = Unmanaged<StreamConnection>.fromOpaque(context).takeUnretainedValue()
+    return connection.read(into: UnsafeMutableRawBufferPointer(start: buffer, count: maximum))
+}
+
+private let streamReleased: MHD_ContentReaderFreeCallback = { context in
+    guard let context else { return }
+    Unmanaged<StreamConnection>.fromOpaque(context).release()
+}

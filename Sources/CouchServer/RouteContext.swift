@@ -1,0 +1,107 @@
+import CouchCore
+import CouchStore
+
+/// Everything a handler needs: the server's state, the request and its parsed endpoint.
+public struct RouteContext: Sendable {
+    public let server: CouchServer
+    public let request: HTTPRequest
+    public let endpoint: Endpoint
+
+    public var databaseName: DatabaseName {
+        get throws(CouchError) {
+            guard let name = endpoint.databaseName else { throw CouchError.internalError("route has no database") }
+            return name
+        }
+    }
+
+    public func database() throws -> Database {
+        try server.databases.database(try databaseName)
+    }
+
+    public var documentID: DocumentID {
+        get throws(CouchError) {
+            switch endpoint {
+            case .document(_, let id), .attachment(_, let id, _), .designResource(_, let id, _): return id
+            default: throw CouchError.internalError("route has no document")
+            }
+        }
+    }
+
+    /// The request body as JSON; `bad_request` with CouchDB's reason when it is not.
+    public func jsonBody() throws(CouchError) -> JSONValue {
+        guard !request.body.isEmpty else { throw CouchError(.badRequest, "Request body must be a JSON object") }
+        do {
+            return try JSONValue.parse(request.body)
+        } catch {
+            throw CouchError(.badRequest, "invalid UTF-8 JSON")
+        }
+    }
+
+    public func jsonObjectBody() throws(CouchError) -> JSONObject {
+        guard let object = try jsonBody().objectValue else {
+            throw CouchError(.badRequest, "Request body must be a JSON object")
+        }
+        return object
+    }
+
+    /// CouchDB insists on `Content-Type: application/json` for some POSTs.
+    public func requireJSONContentType() throws(CouchError) {
+        guard request.contentType == "application/json" else {
+            throw CouchError(.badContentType, "Content-Type must be application/json")
+        }
+    }
+
+    // MARK: Query parameters, read as CouchDB reads them
+
+    public func boolOption(_ name: String, default defaultValue: Bool = false) throws(CouchError) -> Bool {
+        guard let value = request.queryValue(name) else { return defaultValue }
+        switch value {
+        case "true": return true
+        case "false": return false
+        default: throw CouchError(.queryParseError, "Invalid boolean parameter: \"\(value)\"")
+        }
+    }
+
+    public func intOption(_ name: String) throws(CouchError) -> Int? {
+        guard let value = request.queryValue(name) else { return nil }
+        guard let int = Int(value) else {
+            throw CouchError(.queryParseError, "Invalid value for integer: \"\(value)\"")
+        }
+        return int
+    }
+
+    public func nonNegativeIntOption(_ name: String) throws(CouchError) -> Int? {
+        guard let value = try intOption(name) else { return nil }
+        guard value >= 0 else {
+            throw CouchError(.queryParseError, "Invalid value for positive integer: \"\(value)\"")
+        }
+        return value
+    }
+
+    /// A JSON-encoded query parameter (`key`, `startkey`, `open_revs`, ...).
+    public func jsonOption(_ name: String) throws(CouchError) -> JSONValue? {
+        guard let value = request.queryValue(name) else { return nil }
+        do {
+            return try JSONValue.parse(value)
+        } catch {
+            throw CouchError(.badRequest, "invalid UTF-8 JSON in \(name)")
+        }
+    }
+
+    /// `rev` from the query string or `If-Match`.
+    public func revisionOption() throws(CouchError) -> RevisionID? {
+        let raw = request.queryValue("rev") ?? request.header("if-match").map { $0.trimmingCharacters(in: "\"") }
+        guard let raw else { return nil }
+        guard let revision = RevisionID(raw) else { throw CouchError(.badRequest, "Invalid rev format") }
+        return revision
+    }
+}
+
+extension String {
+    func trimmingCharacters(in character: Character) -> String {
+        var text = Substring(self)
+        while text.first == character { text.removeFirst() }
+        while text.last == character { text.removeLast() }
+        return String(text)
+    }
+}

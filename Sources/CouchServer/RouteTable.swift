@@ -1,0 +1,68 @@
+import CouchCore
+
+public enum HTTPMethod: String, Sendable, CaseIterable {
+    case GET, HEAD, PUT, POST, DELETE, COPY, OPTIONS
+}
+
+typealias RouteHandler = @Sendable (RouteContext) throws -> HTTPResponse
+
+/// The map of the API: which handler serves which method on which resource.
+/// Read top to bottom; anything not here is a 404, or a 405 with `Allow`.
+enum RouteTable {
+    static let routes: [RouteKey: [HTTPMethod: RouteHandler]] = [
+        .server(.root): [.GET: ServerRoutes.getWelcome],
+        .server(.allDatabases): [.GET: ServerRoutes.getAllDatabases],
+        .server(.uuids): [.GET: ServerRoutes.getUUIDs],
+        .server(.up): [.GET: ServerRoutes.getUp],
+
+        .database: [
+            .GET: DatabaseRoutes.getDatabase,
+            .PUT: DatabaseRoutes.putDatabase,
+            .DELETE: DatabaseRoutes.deleteDatabase,
+            .POST: DocumentRoutes.postDocument,
+        ],
+        .databaseResource(.allDocuments): [.GET: AllDocumentsRoute.getAllDocuments, .POST: AllDocumentsRoute.postAllDocuments],
+        .databaseResource(.designDocuments): [.GET: AllDocumentsRoute.getDesignDocuments, .POST: AllDocumentsRoute.postDesignDocuments],
+        .databaseResource(.bulkDocuments): [.POST: BulkDocumentsRoute.postBulkDocuments],
+        .databaseResource(.bulkGet): [.POST: BulkGetRoute.postBulkGet],
+        .databaseResource(.changes): [.GET: ChangesRoute.getChanges, .POST: ChangesRoute.postChanges],
+        .databaseResource(.revisionsDifference): [.POST: RevisionsDifferenceRoute.postRevisionsDifference],
+        .databaseResource(.missingRevisions): [.POST: RevisionsDifferenceRoute.postMissingRevisions],
+        .databaseResource(.compact): [.POST: DatabaseRoutes.postCompact],
+        .databaseResource(.ensureFullCommit): [.POST: DatabaseRoutes.postEnsureFullCommit],
+        .databaseResource(.revisionsLimit): [.GET: DatabaseRoutes.getRevisionsLimit, .PUT: DatabaseRoutes.putRevisionsLimit],
+
+        .document: [
+            .GET: DocumentRoutes.getDocument,
+            .PUT: DocumentRoutes.putDocument,
+            .DELETE: DocumentRoutes.deleteDocument,
+            .COPY: DocumentRoutes.copyDocument,
+        ],
+        .localDocument: [
+            .GET: LocalDocumentRoutes.getLocalDocument,
+            .PUT: LocalDocumentRoutes.putLocalDocument,
+            .DELETE: LocalDocumentRoutes.deleteLocalDocument,
+        ],
+    ]
+
+    /// The handler for a request, or the error CouchDB answers when there is none.
+    static func handler(for method: String, at endpoint: Endpoint) throws(CouchError) -> RouteHandler {
+        guard let methods = routes[endpoint.route] else {
+            throw CouchError(.notFound, endpoint.route == .designResource ? "Design document functions are not supported yet" : "missing")
+        }
+        // HEAD is GET without a body; libmicrohttpd drops the body.
+        let requested = HTTPMethod(rawValue: method) == .HEAD && methods[.HEAD] == nil ? HTTPMethod.GET : HTTPMethod(rawValue: method)
+        if let requested, let handler = methods[requested] { return handler }
+        throw CouchError(.methodNotAllowed, "Only \(allowed(methods)) allowed")
+    }
+
+    static func allowed(_ methods: [HTTPMethod: RouteHandler]) -> String {
+        var names = HTTPMethod.allCases.filter { methods[$0] != nil }
+        if methods[.GET] != nil, methods[.HEAD] == nil { names.insert(.HEAD, at: names.firstIndex(of: .GET)! + 1) }
+        return names.map(\.rawValue).joined(separator: ",")
+    }
+
+    static func allowHeader(for endpoint: Endpoint) -> String? {
+        routes[endpoint.route].map(allowed)
+    }
+}

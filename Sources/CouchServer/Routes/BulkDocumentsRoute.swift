@@ -1,0 +1,41 @@
+import CouchCore
+import CouchStore
+
+/// `POST /db/_bulk_docs`: many documents in one commit, each with its own result.
+enum BulkDocumentsRoute {
+    static func postBulkDocuments(_ context: RouteContext) throws -> HTTPResponse {
+        try context.requireJSONContentType()
+        let body = try context.jsonObjectBody()
+        guard let docsValue = body["docs"] else {
+            throw CouchError.badRequest("POST body must include `docs` parameter.")
+        }
+        guard let docs = docsValue.arrayValue else { throw CouchError.badRequest("`docs` parameter must be an array.") }
+        var newEdits = true
+        if let value = body["new_edits"] {
+            guard let flag = value.boolValue else { throw CouchError.badRequest("`new_edits` parameter must be a boolean.") }
+            newEdits = flag
+        }
+        let edits = try docs.map { json throws -> DocumentEdit in
+            var edit = try DocumentEdit(json: json)
+            if edit.id == nil, newEdits { edit.id = DocumentID(Digest.randomHex(bytes: 16)) }
+            return edit
+        }
+        let results = try context.database().bulkUpdate(edits, newEdits: newEdits)
+        var output: [JSONValue] = []
+        for (edit, result) in zip(edits, results) {
+            let id = JSONValue(edit.id?.rawValue ?? "")
+            switch result {
+            case .success(let revision):
+                // With new_edits=false CouchDB lists only the failures.
+                if newEdits { output.append(["ok": true, "id": id, "rev": JSONValue(revision.description)]) }
+            case .failure(let error):
+                var entry: JSONObject = ["id": id]
+                if let revision = edit.revision, !newEdits { entry["rev"] = JSONValue(revision.description) }
+                entry["error"] = JSONValue(error.error)
+                entry["reason"] = JSONValue(error.reason)
+                output.append(.object(entry))
+            }
+        }
+        return .json(201, .array(output))
+    }
+}

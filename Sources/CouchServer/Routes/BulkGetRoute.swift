@@ -1,0 +1,110 @@
+import CouchCore
+import CouchStore
+
+/// `POST /db/_bulk_get`: many revisions of many documents in one request, with their
+/// histories (`revs=true`), as JSON or `multipart/mixed`.
+enum BulkGetRoute {
+    struct Item {
+        let id: DocumentID
+        let revision: RevisionID?
+    }
+
+    enum Outcome {
+        case found(StoredRevision, DocumentRecord)
+        case failed(id: DocumentID, revision: RevisionID?, error: CouchError)
+    }
+
+    static func postBulkGet(_ context: RouteContext) throws -> HTTPResponse {
+        let database = try context.database()
+        let body = try context.jsonObjectBody()
+        guard let docs = body["docs"]?.arrayValue else {
+            throw CouchError.badRequest("Missing JSON list of 'docs'.")
+        }
+        let items = try docs.map { value throws(CouchError) -> Item in
+            guard let object = value.objectValue, let id = object["id"]?.stringValue else {
+                throw CouchError.badRequest("Each doc must be an object with an `id`")
+            }
+            var revision: RevisionID?
+            if let text = object["rev"]?.stringValue {
+                guard let parsed = RevisionID(text) else { throw CouchError.badRequest("Invalid rev format") }
+                revision = parsed
+            }
+            return Item(id: DocumentID(id), revision: revision)
+        }
+        var options = DocumentRenderOptions()
+        options.revisions = try context.boolOption("revs") || body["revs"]?.boolValue == true
+        let latest = try context.boolOption("latest") || body["latest"]?.boolValue == true
+        let outcomes = try items.map { try lookUp($0, database: database, latest: latest) }
+        if context.request.accepts("multipart/mixed") {
+            return multipart(outcomes, options: options)
+        }
+        return json(items, outcomes, options: options)
+    }
+
+    private static func lookUp(_ item: Item, database: Database, latest: Bool) throws -> [Outcome] {
+        guard let revision = item.revision else {
+            do {
+                let snapshot = try database.document(item.id)
+                return [.found(snapshot.revision, snapshot.record)]
+            } catch let error as CouchError {
+                return [.failed(id: item.id, revision: nil, error: error)]
+            }
+        }
+        guard let record = try database.record(item.id) else {
+            return [.failed(id: item.id, revision: revision, error: .notFound("missing"))]
+        }
+        let revisions = OpenRevisionsResponse.resolve([revision], tree: record.tree, latest: latest)
+        let (current, stored) = try database.revisions(item.id, revisions)
+        return zip(revisions, stored).map { revision, body in
+            guard let body else { return .failed(id: item.id, revision: revision, error: .notFound("missing")) }
+            return .found(body, current ?? record)
+        }
+    }
+
+    private static func json(_ items: [Item], _ outcomes: [[Outcome]], options: DocumentRenderOptions) -> HTTPResponse {
+        var output: [UInt8] = Array(#"{"results": ["#.utf8)
+        for (index, (item, itemOutcomes)) in zip(items, outcomes).enumerated() {
+            if index > 0 { output.append(contentsOf: ",\n".utf8) }
+            output.append(contentsOf: #"{"id":"#.utf8)
+            JSONWriter.appendString(item.id.rawValue, to: &output)
+            output.append(contentsOf: #","docs":["#.utf8)
+            for (position, outcome) in itemOutcomes.enumerated() {
+                if position > 0 { output.append(UInt8(ascii: ",")) }
+                switch outcome {
+                case .found(let revision, let record):
+                    output.append(contentsOf: #"{"ok":"#.utf8)
+                    DocumentJSON.render(revision, record: record, options: options, into: &output)
+                    output.append(UInt8(ascii: "}"))
+                case .failed(let id, let revision, let error):
+                    output.append(contentsOf: #"{"error":"#.utf8)
+                    errorObject(id: id, revision: revision, error: error).write(to: &output)
+                    output.append(UInt8(ascii: "}"))
+                }
+            }
+            output.append(contentsOf: "]}".utf8)
+        }
+        output.append(contentsOf: "]}\n".utf8)
+        return .json(200, bytes: output)
+    }
+
+    private static func multipart(_ outcomes: [[Outcome]], options: DocumentRenderOptions) -> HTTPResponse {
+        var writer = MultipartWriter()
+        for outcome in outcomes.joined() {
+            switch outcome {
+            case .found(let revision, let record):
+                writer.addPart(headers: [("Content-Type", "application/json")],
+                               body: DocumentJSON.render(revision, record: record, options: options))
+            case .failed(let id, let revision, let error):
+                writer.addPart(headers: [("Content-Type", "application/json; error=\"true\"")],
+                               body: errorObject(id: id, revision: revision, error: error).serialized())
+            }
+        }
+        return HTTPResponse(status: 200, headers: [("Content-Type", writer.contentType(subtype: "mixed"))],
+                            body: .bytes(writer.finish()))
+    }
+
+    private static func errorObject(id: DocumentID, revision: RevisionID?, error: CouchError) -> JSONValue {
+        ["id": JSONValue(id.rawValue), "rev": revision.map { JSONValue($0.description) } ?? .null,
+         "error": JSONValue(error.error), "reason": JSONValue(error.reason)]
+    }
+}

@@ -1,0 +1,73 @@
+import CouchCore
+import CouchStore
+import Foundation
+
+/// `/db` and its maintenance resources.
+enum DatabaseRoutes {
+    static func getDatabase(_ context: RouteContext) throws -> HTTPResponse {
+        let info = try context.database().info()
+        return .json(200, [
+            "db_name": JSONValue(info.name.rawValue),
+            "purge_seq": 0,
+            "update_seq": JSONValue(info.updateSequence),
+            "sizes": ["file": JSONValue(info.fileSize), "external": JSONValue(info.externalSize),
+                      "active": JSONValue(info.activeSize)],
+            "props": [:],
+            "doc_del_count": JSONValue(info.deletedDocumentCount),
+            "doc_count": JSONValue(info.documentCount),
+            "disk_format_version": 8,
+            "compact_running": JSONValue(info.compactRunning),
+            "cluster": ["q": 1, "n": 1, "w": 1, "r": 1],
+            "instance_start_time": JSONValue(info.instanceStartTime),
+        ])
+    }
+
+    static func putDatabase(_ context: RouteContext) throws -> HTTPResponse {
+        let name = try context.databaseName
+        _ = try context.server.databases.create(name)
+        return .json(201, ["ok": true], headers: [("Location", "/" + name.rawValue)])
+    }
+
+    static func deleteDatabase(_ context: RouteContext) throws -> HTTPResponse {
+        if context.request.queryValue("rev") != nil {
+            throw CouchError.badRequest(
+                "You tried to DELETE a database with a ?rev= parameter. Did you mean to DELETE a document instead?")
+        }
+        try context.server.databases.delete(try context.databaseName)
+        return .ok
+    }
+
+    static func postCompact(_ context: RouteContext) throws -> HTTPResponse {
+        try context.requireJSONContentType()
+        let database = try context.database()
+        let logger = context.server.logger
+        // CouchDB compacts in the background and answers at once.
+        Thread.detachNewThread {
+            do {
+                try database.compact()
+            } catch {
+                logger.error("compaction of \(database.name) failed: \(error)")
+            }
+        }
+        return .json(202, ["ok": true])
+    }
+
+    static func postEnsureFullCommit(_ context: RouteContext) throws -> HTTPResponse {
+        // Every acknowledged write is already durable; this only confirms the instance.
+        let database = try context.database()
+        return .json(201, ["ok": true, "instance_start_time": JSONValue(database.instanceStartTime)])
+    }
+
+    static func getRevisionsLimit(_ context: RouteContext) throws -> HTTPResponse {
+        .json(200, JSONValue(try context.database().revsLimit))
+    }
+
+    static func putRevisionsLimit(_ context: RouteContext) throws -> HTTPResponse {
+        guard let limit = try context.jsonBody().intValue else {
+            throw CouchError.badRequest("Rev limit has to be an integer")
+        }
+        guard limit > 0 else { throw CouchError.badRequest("Rev limit has to be a positive integer") }
+        try context.database().setRevsLimit(limit)
+        return .ok
+    }
+}

@@ -1,0 +1,45 @@
+import CouchCore
+import CouchStore
+
+/// `/`, `/_all_dbs`, `/_uuids`, `/_up`.
+enum ServerRoutes {
+    static func getWelcome(_ context: RouteContext) throws -> HTTPResponse {
+        .json(200, [
+            "couchdb": "Welcome",
+            "version": JSONValue(ServerInfo.couchDBVersion),
+            "git_sha": "couchette",
+            "uuid": JSONValue(context.server.databases.serverUUID),
+            "features": [],
+            "vendor": ["name": "Couchette", "version": JSONValue(ServerInfo.version)],
+        ])
+    }
+
+    static func getAllDatabases(_ context: RouteContext) throws -> HTTPResponse {
+        var names = context.server.databases.allNames().map(\.rawValue)
+        let descending = try context.boolOption("descending")
+        if descending { names.reverse() }
+        let startKey = try context.jsonOption("startkey") ?? context.jsonOption("start_key")
+        let endKey = try context.jsonOption("endkey") ?? context.jsonOption("end_key")
+        let precedes: (String, String) -> Bool = { a, b in
+            descending ? b.utf8.lexicographicallyPrecedes(a.utf8) : a.utf8.lexicographicallyPrecedes(b.utf8)
+        }
+        if let start = startKey?.stringValue { names.removeAll { precedes($0, start) } }
+        if let end = endKey?.stringValue { names.removeAll { precedes(end, $0) } }
+        let skip = try context.nonNegativeIntOption("skip") ?? 0
+        let limit = try context.nonNegativeIntOption("limit") ?? Int.max
+        let page = names.dropFirst(skip).prefix(limit)
+        return .json(200, .array(page.map { JSONValue($0) }))
+    }
+
+    static func getUUIDs(_ context: RouteContext) throws -> HTTPResponse {
+        let count = try context.nonNegativeIntOption("count") ?? 1
+        guard count <= 1000 else { throw CouchError.badRequest("count parameter too large") }
+        let uuids = (0..<count).map { _ in JSONValue(Digest.randomHex(bytes: 16)) }
+        return .json(200, ["uuids": .array(uuids)],
+                     headers: [("Cache-Control", "must-revalidate, no-cache"), ("Pragma", "no-cache")])
+    }
+
+    static func getUp(_ context: RouteContext) throws -> HTTPResponse {
+        .json(200, ["status": "ok", "seeds": [:]])
+    }
+}

@@ -1,0 +1,53 @@
+import CouchCore
+
+extension Database {
+    /// Drops the bodies of revisions that are no longer leaves (CouchDB serves `?rev=`
+    /// of old revisions only until compaction), then gives the space back to the file system.
+    /// Returns false if a compaction is already running.
+    @discardableResult
+    public func compact() throws -> Bool {
+        guard setCompacting(true) else { return false }
+        defer { _ = setCompacting(false) }
+        var lastKey = 0
+        while true {
+            let (processed, next) = try writer.perform { transaction in
+                try self.compactBatch(after: lastKey, connection: transaction.connection)
+            }
+            if processed == 0 { break }
+            lastKey = next
+        }
+        try writer.perform { transaction in
+            try transaction.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        }
+        // VACUUM cannot run inside a transaction; it takes the writer's place for its duration.
+        try writer.performOutsideTransaction { connection in
+            try connection.execute("VACUUM")
+        }
+        return true
+    }
+
+    /// Compacts up to 500 documents with keys after `after`; returns how many and the last key.
+    private func compactBatch(after: Int, connection: SQLiteConnection) throws -> (Int, Int) {
+        var rows: [(key: Int, tree: RevisionTree, winner: RevisionID)] = []
+        try connection.query(
+            "SELECT doc_key, revision_tree, winning_rev FROM documents WHERE doc_key > ? ORDER BY doc_key LIMIT 500", [.int(after)]
+        ) { row in
+            rows.append((row.int(0), try decodeTree(row.blob(1)), try parseRevision(row.text(2))))
+        }
+        for row in rows {
+            var tree = row.tree
+            var changed = false
+            for node in row.tree.nodes where node.hasBody && !row.tree.isLeaf(node.revision) {
+                tree.setHasBody(false, for: node.revision)
+                try connection.run("DELETE FROM revision_bodies WHERE doc_key = ? AND rev_id = ?",
+                                   [.int(row.key), .text(node.revision.description)])
+                changed = true
+            }
+            if changed {
+                try connection.run("UPDATE documents SET revision_tree = ? WHERE doc_key = ?",
+                                   [.blob(tree.encoded()), .int(row.key)])
+            }
+        }
+        return (rows.count, rows.last?.key ?? after)
+    }
+}

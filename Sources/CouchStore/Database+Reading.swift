@@ -1,0 +1,195 @@
+import CouchCore
+
+extension Database {
+    /// The document's row, or nil if it never existed.
+    public func record(_ id: DocumentID) throws -> DocumentRecord? {
+        try readers.withConnection { try Self.record(id, connection: $0) }
+    }
+
+    static func record(_ id: DocumentID, connection: SQLiteConnection) throws -> DocumentRecord? {
+        var record: DocumentRecord?
+        try connection.query(
+            "SELECT sequence, deleted, winning_rev, revision_tree FROM documents WHERE doc_id = ?", [.text(id.rawValue)]
+        ) { row in
+            record = DocumentRecord(id: id, sequence: row.int(0), tree: try decodeTree(row.blob(3)),
+                                    winner: try parseRevision(row.text(2)), isDeleted: row.int(1) != 0)
+        }
+        return record
+    }
+
+    /// A revision of a document with its tree; the winner when `revision` is nil.
+    /// Throws CouchDB's `not_found` with reason `missing` or `deleted`.
+    public func document(_ id: DocumentID, revision: RevisionID? = nil) throws -> DocumentSnapshot {
+        try readers.withConnection { connection in
+            try connection.execute("BEGIN")
+            defer { try? connection.execute("COMMIT") }
+            return try Self.snapshot(id, revision: revision, connection: connection)
+        }
+    }
+
+    /// Several revisions of one document read consistently (`open_revs`): nil where a
+    /// revision is unknown or its body is gone.
+    public func revisions(_ id: DocumentID, _ revisions: [RevisionID]) throws -> (DocumentRecord?, [StoredRevision?]) {
+        try readers.withConnection { connection in
+            try connection.execute("BEGIN")
+            defer { try? connection.execute("COMMIT") }
+            guard let record = try Self.record(id, connection: connection) else {
+                return (nil, revisions.map { _ in nil })
+            }
+            let stored = try revisions.map { revision -> StoredRevision? in
+                guard let node = record.tree.node(revision), node.hasBody || revision == record.winner else { return nil }
+                return try Self.revisionBody(record, revision, connection: connection)
+            }
+            return (record, stored)
+        }
+    }
+
+    static func snapshot(_ id: DocumentID, revision: RevisionID?, connection: SQLiteConnection) throws -> DocumentSnapshot {
+        guard let record = try record(id, connection: connection) else { throw CouchError.notFound("missing") }
+        if let revision {
+            guard let stored = try revisionBody(record, revision, connection: connection) else {
+                throw CouchError.notFound("missing")
+            }
+            return DocumentSnapshot(record: record, revision: stored)
+        }
+        if record.isDeleted { throw CouchError.notFound("deleted") }
+        guard let stored = try revisionBody(record, record.winner, connection: connection) else {
+            throw CouchError.notFound("missing")
+        }
+        return DocumentSnapshot(record: record, revision: stored)
+    }
+
+    static func revisionBody(_ record: DocumentRecord, _ revision: RevisionID,
+                             connection: SQLiteConnection) throws -> StoredRevision? {
+        guard let node = record.tree.node(revision) else { return nil }
+        var body: [UInt8]?
+        if revision == record.winner {
+            try connection.query("SELECT body FROM documents WHERE doc_id = ?", [.text(record.id.rawValue)]) { body = $0.blob(0) }
+        } else {
+            try connection.query(
+                "SELECT r.body FROM revision_bodies r JOIN documents d ON d.doc_key = r.doc_key WHERE d.doc_id = ? AND r.rev_id = ?",
+                [.text(record.id.rawValue), .text(revision.description)]
+            ) { body = $0.blob(0) }
+        }
+        guard let body else { return nil }
+        return StoredRevision(id: record.id, revision: revision, isDeleted: node.isDeleted, body: body)
+    }
+
+    /// Rows of the changes index after `query.since`, one per document at its latest sequence.
+    public func changes(_ query: ChangesQuery) throws -> [ChangeRow] {
+        let columns = "sequence, doc_id, winning_rev, deleted"
+            + (query.includeTree ? ", revision_tree" : ", NULL")
+            + (query.includeBodies ? ", body" : ", NULL")
+        let order = query.descending ? "DESC" : "ASC"
+        let limit = query.limit.map { " LIMIT \(max(0, $0))" } ?? ""
+        let sql = "SELECT \(columns) FROM documents WHERE sequence > ? ORDER BY sequence \(order)\(limit)"
+        return try readers.withConnection { connection in
+            var rows: [ChangeRow] = []
+            try connection.query(sql, [.int(query.since)]) { row in
+                rows.append(ChangeRow(
+                    sequence: row.int(0), id: DocumentID(row.text(1)), winner: try parseRevision(row.text(2)),
+                    isDeleted: row.int(3) != 0,
+                    tree: query.includeTree ? try decodeTree(row.blob(4)) : nil,
+                    body: query.includeBodies ? row.blob(5) : nil))
+            }
+            return rows
+        }
+    }
+
+    /// How many documents changed after `sequence`.
+    public func pendingChanges(after sequence: Int) throws -> Int {
+        try readers.withConnection { try $0.scalarInt("SELECT count(*) FROM documents WHERE sequence > ?", [.int(sequence)]) ?? 0 }
+    }
+
+    /// Live documents in ID order within the query's key range.
+    public func allDocuments(_ query: AllDocumentsQuery) throws -> (rows: [AllDocumentsRow], offset: Int, total: Int) {
+        var conditions = ["deleted = 0"]
+        var arguments: [SQLiteValue] = []
+        let (low, high) = query.descending ? (query.endKey, query.startKey) : (query.startKey, query.endKey)
+        if let low {
+            let inclusive = query.descending ? query.inclusiveEnd : true
+            conditions.append(inclusive ? "doc_id >= ?" : "doc_id > ?")
+            arguments.append(.text(low))
+        }
+        if let high {
+            let inclusive = query.descending ? true : query.inclusiveEnd
+            conditions.append(inclusive ? "doc_id <= ?" : "doc_id < ?")
+            arguments.append(.text(high))
+        }
+        let columns = "doc_id, winning_rev, deleted, sequence"
+            + (query.includeTree ? ", revision_tree" : ", NULL")
+            + (query.includeBodies ? ", body" : ", NULL")
+        let order = query.descending ? "DESC" : "ASC"
+        let sql = "SELECT \(columns) FROM documents WHERE \(conditions.joined(separator: " AND ")) ORDER BY doc_id \(order) LIMIT ? OFFSET ?"
+        arguments.append(.int(query.limit ?? -1))
+        arguments.append(.int(query.skip))
+        return try readers.withConnection { connection in
+            try connection.execute("BEGIN")
+            defer { try? connection.execute("COMMIT") }
+            var rows: [AllDocumentsRow] = []
+            try connection.query(sql, arguments) { row in
+                rows.append(Self.allDocumentsRow(row, includeTree: query.includeTree, includeBodies: query.includeBodies))
+            }
+            let total = try connection.scalarInt("SELECT count(*) FROM documents WHERE deleted = 0") ?? 0
+            // CouchDB's offset: how many rows precede the range start in the requested order.
+            var offset = query.skip
+            if let start = query.startKey {
+                let comparison = query.descending ? "doc_id > ?" : "doc_id < ?"
+                offset += try connection.scalarInt(
+                    "SELECT count(*) FROM documents WHERE deleted = 0 AND \(comparison)", [.text(start)]) ?? 0
+            }
+            return (rows, min(offset, total), total)
+        }
+    }
+
+    /// Rows for the given IDs, deleted documents included (nil for IDs never seen).
+    public func documents(ids: [DocumentID], includeBodies: Bool, includeTree: Bool) throws -> [AllDocumentsRow?] {
+        let columns = "doc_id, winning_rev, deleted, sequence"
+            + (includeTree ? ", revision_tree" : ", NULL")
+            + (includeBodies ? ", body" : ", NULL")
+        return try readers.withConnection { connection in
+            try connection.execute("BEGIN")
+            defer { try? connection.execute("COMMIT") }
+            return try ids.map { id in
+                var found: AllDocumentsRow?
+                try connection.query("SELECT \(columns) FROM documents WHERE doc_id = ?", [.text(id.rawValue)]) { row in
+                    found = Self.allDocumentsRow(row, includeTree: includeTree, includeBodies: includeBodies)
+                }
+                return found
+            }
+        }
+    }
+
+    private static func allDocumentsRow(_ row: SQLiteStatement, includeTree: Bool, includeBodies: Bool) -> AllDocumentsRow {
+        AllDocumentsRow(
+            id: DocumentID(row.text(0)), winner: (try? parseRevision(row.text(1))) ?? RevisionID(generation: 0, digest: "0"),
+            isDeleted: row.int(2) != 0, sequence: row.int(3),
+            tree: includeTree ? (try? decodeTree(row.blob(4))) : nil,
+            body: includeBodies ? row.blob(5) : nil)
+    }
+
+    public func localDocument(_ id: DocumentID) throws -> LocalDocument {
+        try readers.withConnection { connection in
+            var document: LocalDocument?
+            try connection.query("SELECT revision, body FROM local_documents WHERE doc_id = ?", [.text(id.rawValue)]) { row in
+                document = LocalDocument(id: id, revision: row.int(0), body: row.blob(1))
+            }
+            guard let document else { throw CouchError.notFound("missing") }
+            return document
+        }
+    }
+}
+
+func decodeTree(_ bytes: [UInt8]) throws(CouchError) -> RevisionTree {
+    do {
+        return try RevisionTree(encoded: bytes)
+    } catch {
+        SQLiteConnection.logger.error("corrupt revision tree")
+        throw CouchError.internalError("corrupt revision tree")
+    }
+}
+
+func parseRevision(_ text: String) throws(CouchError) -> RevisionID {
+    guard let revision = RevisionID(text) else { throw CouchError.internalError("corrupt revision id") }
+    return revision
+}

@@ -1,0 +1,126 @@
+import CouchCore
+import Foundation
+import Logging
+
+/// One CouchDB database: a SQLite file with one row per document. Writes go through
+/// the group-committing `WriteQueue`; reads use their own connections.
+public final class Database: @unchecked Sendable {
+    public let name: DatabaseName
+    public let path: String
+    /// Constant for the life of the database (its creation time); CouchDB's replicator
+    /// compares it between `GET /db` and `_ensure_full_commit`.
+    public let instanceStartTime: String
+    public let notifier = ChangeNotifier()
+    let writer: WriteQueue
+    let readers: ReaderPool
+    private let settingsLock = NSLock()
+    private var cachedRevsLimit: Int
+    private let compactionLock = NSLock()
+    private var compacting = false
+    /// The one place a validation function (design documents, embedding apps) checks a
+    /// revision before it is written, for interactive and replicated writes alike.
+    public var validator: RevisionValidator?
+
+    public static let defaultRevsLimit = 1000
+
+    init(name: DatabaseName, path: String, create: Bool) throws(CouchError) {
+        self.name = name
+        self.path = path
+        let connection = try SQLiteConnection(path: path, create: create)
+        try DatabaseSchema.configure(connection)
+        try DatabaseSchema.migrate(connection)
+        if create {
+            let now = Int(Date().timeIntervalSince1970 * 1_000_000)
+            try connection.run("INSERT OR IGNORE INTO metadata (key, value) VALUES ('instance_start_time', ?)", [.text(String(now))])
+        }
+        var startTime = "0"
+        try? connection.query("SELECT value FROM metadata WHERE key = 'instance_start_time'") { startTime = $0.text(0) }
+        instanceStartTime = startTime
+        var revsLimit = Database.defaultRevsLimit
+        try? connection.query("SELECT value FROM metadata WHERE key = 'revs_limit'") { revsLimit = Int($0.text(0)) ?? revsLimit }
+        cachedRevsLimit = revsLimit
+        let sequence = try connection.scalarInt("SELECT max(sequence) FROM documents") ?? 0
+        writer = WriteQueue(connection: connection, committedSequence: sequence)
+        readers = ReaderPool(path: path)
+        let notifier = self.notifier
+        writer.onCommit = { sequence in notifier.post(.committed(sequence: sequence)) }
+    }
+
+    /// The last committed sequence.
+    public var updateSequence: Int { writer.committedSequence }
+
+    public var revsLimit: Int {
+        settingsLock.lock()
+        defer { settingsLock.unlock() }
+        return cachedRevsLimit
+    }
+
+    public func setRevsLimit(_ limit: Int) throws {
+        guard limit > 0 else { throw CouchError.badRequest("revs_limit must be a positive integer") }
+        try writer.perform { transaction in
+            try transaction.connection.run("INSERT OR REPLACE INTO metadata (key, value) VALUES ('revs_limit', ?)", [.text(String(limit))])
+        }
+        settingsLock.lock()
+        cachedRevsLimit = limit
+        settingsLock.unlock()
+    }
+
+    public var isCompacting: Bool {
+        compactionLock.lock()
+        defer { compactionLock.unlock() }
+        return compacting
+    }
+
+    func setCompacting(_ value: Bool) -> Bool {
+        compactionLock.lock()
+        defer { compactionLock.unlock() }
+        if value && compacting { return false }
+        compacting = value
+        return true
+    }
+
+    public func info() throws -> DatabaseInfo {
+        try readers.withConnection { connection in
+            let live = try connection.scalarInt("SELECT count(*) FROM documents WHERE deleted = 0") ?? 0
+            let deleted = try connection.scalarInt("SELECT count(*) FROM documents WHERE deleted = 1") ?? 0
+            let pageCount = try connection.scalarInt("PRAGMA page_count") ?? 0
+            let pageSize = try connection.scalarInt("PRAGMA page_size") ?? 4096
+            let freePages = try connection.scalarInt("PRAGMA freelist_count") ?? 0
+            let external = try connection.scalarInt(
+                "SELECT coalesce(sum(length(body)), 0) FROM documents") ?? 0
+            let walSize = (try? FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? Int) ?? 0
+            return DatabaseInfo(
+                name: name, documentCount: live, deletedDocumentCount: deleted,
+                updateSequence: updateSequence,
+                fileSize: pageCount * pageSize + (walSize ?? 0),
+                activeSize: (pageCount - freePages) * pageSize,
+                externalSize: external,
+                instanceStartTime: instanceStartTime,
+                compactRunning: isCompacting)
+        }
+    }
+}
+
+public struct DatabaseInfo: Sendable {
+    public let name: DatabaseName
+    public let documentCount: Int
+    public let deletedDocumentCount: Int
+    public let updateSequence: Int
+    public let fileSize: Int
+    public let activeSize: Int
+    public let externalSize: Int
+    public let instanceStartTime: String
+    public let compactRunning: Bool
+}
+
+/// A revision about to be written, as a validation function sees it.
+public struct ProposedRevision: Sendable {
+    public let documentID: DocumentID
+    public let revision: RevisionID
+    public let isDeleted: Bool
+    public let body: [UInt8]
+    /// True for replicated writes (`new_edits=false`).
+    public let isReplicated: Bool
+}
+
+public typealias RevisionValidator = @Sendable (ProposedRevision) throws -> Void

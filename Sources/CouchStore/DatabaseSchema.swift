@@ -1,0 +1,65 @@
+import CouchCore
+
+/// Named, ordered schema migrations. A database records which ones it has run in
+/// `metadata`; each runs once, in its own transaction.
+enum DatabaseSchema {
+    struct Migration {
+        let name: String
+        let sql: String
+    }
+
+    static let migrations: [Migration] = [
+        Migration(name: "v1-documents", sql: """
+            CREATE TABLE metadata (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+            CREATE TABLE documents (
+                doc_key INTEGER PRIMARY KEY,
+                doc_id TEXT NOT NULL UNIQUE,
+                sequence INTEGER NOT NULL UNIQUE,
+                deleted INTEGER NOT NULL,
+                winning_rev TEXT NOT NULL,
+                body BLOB NOT NULL,
+                revision_tree BLOB NOT NULL
+            );
+            CREATE TABLE revision_bodies (
+                doc_key INTEGER NOT NULL,
+                rev_id TEXT NOT NULL,
+                body BLOB NOT NULL,
+                PRIMARY KEY (doc_key, rev_id)
+            ) WITHOUT ROWID;
+            CREATE TABLE local_documents (
+                doc_id TEXT PRIMARY KEY,
+                revision INTEGER NOT NULL,
+                body BLOB NOT NULL
+            ) WITHOUT ROWID;
+            """),
+    ]
+
+    static func configure(_ connection: SQLiteConnection) throws(CouchError) {
+        try connection.execute("PRAGMA journal_mode=WAL")
+        // FULL: in WAL mode NORMAL may lose the last commits on power loss; an
+        // acknowledged write must survive a crash.
+        try connection.execute("PRAGMA synchronous=FULL")
+        try connection.execute("PRAGMA foreign_keys=OFF")
+    }
+
+    static func migrate(_ connection: SQLiteConnection) throws(CouchError) {
+        let hasMetadata = try connection.scalarInt(
+            "SELECT count(*) FROM sqlite_master WHERE type='table' AND name='metadata'") ?? 0
+        var applied: Set<String> = []
+        if hasMetadata > 0 {
+            try? connection.query("SELECT value FROM metadata WHERE key LIKE 'migration:%'") { applied.insert($0.text(0)) }
+        }
+        for migration in migrations where !applied.contains(migration.name) {
+            try connection.execute("BEGIN IMMEDIATE")
+            do {
+                try connection.execute(migration.sql)
+                try connection.run("INSERT INTO metadata (key, value) VALUES (?, ?)",
+                                   [.text("migration:\(migration.name)"), .text(migration.name)])
+                try connection.execute("COMMIT")
+            } catch {
+                try? connection.execute("ROLLBACK")
+                throw error
+            }
+        }
+    }
+}

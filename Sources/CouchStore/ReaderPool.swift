@@ -1,0 +1,37 @@
+import CouchCore
+import Foundation
+
+/// Read connections of one database. WAL lets them read while the writer writes;
+/// each is used by one thread at a time and returned after the read.
+final class ReaderPool: @unchecked Sendable {
+    private let path: String
+    private let lock = NSLock()
+    private var idle: [SQLiteConnection] = []
+    private let maximumIdle = 16
+
+    init(path: String) { self.path = path }
+
+    func withConnection<T>(_ body: (SQLiteConnection) throws -> T) throws -> T {
+        let connection = try checkOut()
+        defer { checkIn(connection) }
+        return try body(connection)
+    }
+
+    private func checkOut() throws(CouchError) -> SQLiteConnection {
+        lock.lock()
+        if let connection = idle.popLast() {
+            lock.unlock()
+            return connection
+        }
+        lock.unlock()
+        let connection = try SQLiteConnection(path: path)
+        try connection.execute("PRAGMA query_only=1")
+        return connection
+    }
+
+    private func checkIn(_ connection: SQLiteConnection) {
+        lock.lock()
+        defer { lock.unlock() }
+        if idle.count < maximumIdle { idle.append(connection) }
+    }
+}

@@ -1,0 +1,172 @@
+import CSQLite
+import CouchCore
+import Logging
+
+/// A SQLite connection used by one thread at a time. Errors become
+/// `internal_server_error` at this boundary; the details go to the log, never to clients.
+final class SQLiteConnection {
+    private var handle: OpaquePointer?
+    private var statements: [String: SQLiteStatement] = [:]
+    let path: String
+    static let logger = Logger(label: "couchette.sqlite")
+
+    init(path: String, readOnly: Bool = false, create: Bool = false) throws(CouchError) {
+        self.path = path
+        var flags = SQLITE_OPEN_NOMUTEX | (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE)
+        if create { flags |= SQLITE_OPEN_CREATE }
+        let code = sqlite3_open_v2(path, &handle, flags, nil)
+        guard code == SQLITE_OK else {
+            let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
+            sqlite3_close_v2(handle)
+            handle = nil
+            throw SQLiteConnection.failure("open \(path)", code: code, message: message)
+        }
+        sqlite3_busy_timeout(handle, 10_000)
+        sqlite3_extended_result_codes(handle, 1)
+    }
+
+    deinit {
+        statements.values.forEach { $0.finalize() }
+        sqlite3_close_v2(handle)
+    }
+
+    static func failure(_ context: String, code: Int32, message: String) -> CouchError {
+        logger.error("sqlite: \(context) failed (\(code)): \(message)")
+        return CouchError.internalError("storage error")
+    }
+
+    var lastErrorMessage: String { String(cString: sqlite3_errmsg(handle)) }
+
+    func execute(_ sql: String) throws(CouchError) {
+        var error: UnsafeMutablePointer<CChar>?
+        let code = sqlite3_exec(handle, sql, nil, nil, &error)
+        if code != SQLITE_OK {
+            let message = error.map { String(cString: $0) } ?? lastErrorMessage
+            sqlite3_free(error)
+            throw SQLiteConnection.failure(sql, code: code, message: message)
+        }
+    }
+
+    /// A prepared statement, cached for the life of the connection and reset before reuse.
+    func statement(_ sql: String) throws(CouchError) -> SQLiteStatement {
+        if let cached = statements[sql] {
+            cached.reset()
+            return cached
+        }
+        var pointer: OpaquePointer?
+        let code = sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &pointer, nil)
+        guard code == SQLITE_OK, let pointer else {
+            throw SQLiteConnection.failure("prepare \(sql)", code: code, message: lastErrorMessage)
+        }
+        let statement = SQLiteStatement(pointer, connection: self)
+        statements[sql] = statement
+        return statement
+    }
+
+    /// Runs `body` for every row of a query.
+    func query(_ sql: String, _ arguments: [SQLiteValue] = [], row body: (SQLiteStatement) throws -> Void) throws {
+        let statement = try statement(sql)
+        try statement.bind(arguments)
+        while try statement.step() {
+            try body(statement)
+        }
+        statement.reset()
+    }
+
+    /// Runs a statement that returns no rows.
+    func run(_ sql: String, _ arguments: [SQLiteValue] = []) throws(CouchError) {
+        let statement = try statement(sql)
+        try statement.bind(arguments)
+        while try statement.step() {}
+        statement.reset()
+    }
+
+    func scalarInt(_ sql: String, _ arguments: [SQLiteValue] = []) throws(CouchError) -> Int? {
+        let statement = try statement(sql)
+        try statement.bind(arguments)
+        defer { statement.reset() }
+        guard try statement.step(), !statement.isNull(0) else { return nil }
+        return statement.int(0)
+    }
+
+    var changes: Int { Int(sqlite3_changes(handle)) }
+}
+
+enum SQLiteValue {
+    case int(Int)
+    case text(String)
+    case blob([UInt8])
+    case null
+}
+
+final class SQLiteStatement {
+    private let pointer: OpaquePointer
+    private unowned let connection: SQLiteConnection
+
+    init(_ pointer: OpaquePointer, connection: SQLiteConnection) {
+        self.pointer = pointer
+        self.connection = connection
+    }
+
+    func finalize() { sqlite3_finalize(pointer) }
+    func reset() {
+        sqlite3_reset(pointer)
+        sqlite3_clear_bindings(pointer)
+    }
+
+    private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+
+    func bind(_ values: [SQLiteValue]) throws(CouchError) {
+        for (offset, value) in values.enumerated() {
+            let index = Int32(offset + 1)
+            let code: Int32
+            switch value {
+            case .int(let int): code = sqlite3_bind_int64(pointer, index, Int64(int))
+            case .text(let text): code = sqlite3_bind_text(pointer, index, text, -1, Self.transient)
+            case .blob(let bytes):
+                code = bytes.withUnsafeBytes { raw in
+                    sqlite3_bind_blob64(pointer, index, raw.baseAddress ?? UnsafeRawPointer(bitPattern: 1), UInt64(raw.count), Self.transient)
+                }
+            case .null: code = sqlite3_bind_null(pointer, index)
+            }
+            guard code == SQLITE_OK else {
+                throw SQLiteConnection.failure("bind", code: code, message: connection.lastErrorMessage)
+            }
+        }
+    }
+
+    /// Advances to the next row; false when done.
+    func step() throws(CouchError) -> Bool {
+        let code = sqlite3_step(pointer)
+        switch code {
+        case SQLITE_ROW: return true
+        case SQLITE_DONE: return false
+        default:
+            let message = connection.lastErrorMessage
+            sqlite3_reset(pointer)
+            if code & 0xff == SQLITE_CONSTRAINT {
+                throw CouchError(.conflict, "Document update conflict.")
+            }
+            throw SQLiteConnection.failure("step \(String(cString: sqlite3_sql(pointer)))", code: code, message: message)
+        }
+    }
+
+    func int(_ column: Int32) -> Int { Int(sqlite3_column_int64(pointer, column)) }
+    func isNull(_ column: Int32) -> Bool { sqlite3_column_type(pointer, column) == SQLITE_NULL }
+    func text(_ column: Int32) -> String {
+        guard let bytes = sqlite3_column_text(pointer, column) else { return "" }
+        let count = Int(sqlite3_column_bytes(pointer, column))
+        return String(decoding: UnsafeBufferPointer(start: bytes, count: count), as: UTF8.self)
+    }
+    func blob(_ column: Int32) -> [UInt8] {
+        let count = Int(sqlite3_column_bytes(pointer, column))
+        guard count > 0, let bytes = sqlite3_column_blob(pointer, column) else { return [] }
+        return Array(UnsafeRawBufferPointer(start: bytes, count: count))
+    }
+    /// Appends a blob column to `output` without an intermediate array.
+    func appendBlob(_ column: Int32, to output: inout [UInt8]) {
+        let count = Int(sqlite3_column_bytes(pointer, column))
+        guard count > 0, let bytes = sqlite3_column_blob(pointer, column) else { return }
+        output.append(contentsOf: UnsafeRawBufferPointer(start: bytes, count: count))
+    }
+}

@@ -1,0 +1,127 @@
+import CouchCore
+import Foundation
+
+/// The single writer of one database. Concurrent writers queue here; whoever finds
+/// no batch running becomes the leader and commits every queued write in one
+/// transaction with one fsync (group commit). Each write runs in its own savepoint,
+/// so a failed write leaves nothing behind and does not affect its neighbours.
+final class WriteQueue: @unchecked Sendable {
+    private let connection: SQLiteConnection
+    private let condition = NSCondition()
+    private var pending: [PendingWrite] = []
+    private var batchRunning = false
+    private(set) var committedSequence: Int
+    /// Called after each commit with the new update sequence, outside the lock.
+    var onCommit: (@Sendable (Int) -> Void)?
+    static let maximumBatch = 1000
+
+    init(connection: SQLiteConnection, committedSequence: Int) {
+        self.connection = connection
+        self.committedSequence = committedSequence
+    }
+
+    private final class PendingWrite {
+        let operation: (WriteTransaction) throws -> Void
+        var isDone = false
+        var error: Error?
+        init(_ operation: @escaping (WriteTransaction) throws -> Void) { self.operation = operation }
+    }
+
+    func perform<T>(_ operation: @escaping (WriteTransaction) throws -> T) throws -> T {
+        var result: T?
+        let write = PendingWrite { transaction in result = try operation(transaction) }
+        condition.lock()
+        pending.append(write)
+        while !write.isDone {
+            if batchRunning {
+                condition.wait()
+                continue
+            }
+            batchRunning = true
+            let batch = Array(pending.prefix(Self.maximumBatch))
+            pending.removeFirst(batch.count)
+            let startSequence = committedSequence
+            condition.unlock()
+            let newSequence = run(batch, startSequence: startSequence)
+            condition.lock()
+            committedSequence = newSequence
+            batchRunning = false
+            condition.broadcast()
+            if newSequence != startSequence, let onCommit {
+                condition.unlock()
+                onCommit(newSequence)
+                condition.lock()
+            }
+        }
+        condition.unlock()
+        if let error = write.error { throw error }
+        return result!
+    }
+
+    /// Runs `operation` on the writer connection with no transaction open and no
+    /// other write running (VACUUM, checkpoints).
+    func performOutsideTransaction(_ operation: (SQLiteConnection) throws -> Void) throws {
+        condition.lock()
+        while batchRunning { condition.wait() }
+        batchRunning = true
+        condition.unlock()
+        defer {
+            condition.lock()
+            batchRunning = false
+            condition.broadcast()
+            condition.unlock()
+        }
+        try operation(connection)
+    }
+
+    /// Runs a batch in one transaction; returns the committed sequence.
+    private func run(_ batch: [PendingWrite], startSequence: Int) -> Int {
+        let transaction = WriteTransaction(connection: connection, sequence: startSequence)
+        do {
+            try connection.execute("BEGIN IMMEDIATE")
+        } catch {
+            batch.forEach { $0.error = error; $0.isDone = true }
+            return startSequence
+        }
+        for write in batch {
+            let savedSequence = transaction.sequence
+            do {
+                try connection.execute("SAVEPOINT write")
+                try write.operation(transaction)
+                try connection.execute("RELEASE write")
+            } catch {
+                transaction.sequence = savedSequence
+                try? connection.execute("ROLLBACK TO write")
+                try? connection.execute("RELEASE write")
+                write.error = error
+            }
+        }
+        do {
+            try connection.execute("COMMIT")
+        } catch {
+            try? connection.execute("ROLLBACK")
+            for write in batch where write.error == nil { write.error = error }
+            batch.forEach { $0.isDone = true }
+            return startSequence
+        }
+        batch.forEach { $0.isDone = true }
+        return transaction.sequence
+    }
+}
+
+/// What a write sees: the writer connection inside an open transaction, and the
+/// database's update sequence as it stands within that transaction.
+final class WriteTransaction {
+    let connection: SQLiteConnection
+    var sequence: Int
+
+    init(connection: SQLiteConnection, sequence: Int) {
+        self.connection = connection
+        self.sequence = sequence
+    }
+
+    func nextSequence() -> Int {
+        sequence += 1
+        return sequence
+    }
+}

@@ -1,0 +1,99 @@
+import CouchCore
+import CouchTestSupport
+import Foundation
+import Testing
+
+@Suite struct BulkAndAllDocsTests {
+    let server: TestServer
+
+    init() throws {
+        server = try TestServer()
+        try server.createDatabase("db")
+    }
+
+    @Test func bulkDocsReportsEachDocument() throws {
+        defer { server.stop() }
+        let existing = try server.put("db", "taken", "{}")
+        let (status, results) = try server.json("POST", "/db/_bulk_docs", body: #"""
+            {"docs":[{"_id":"a","n":1},{"_id":"taken","n":2},{"n":3},{"_id":"taken","_rev":"\#(existing)","n":4}]}
+            """#)
+        #expect(status == 201)
+        let rows = try #require(try results.arrayValue)
+        #expect(rows.count == 4)
+        #expect(rows[0]["ok"] == true && rows[0]["id"] == "a")
+        #expect(rows[1] == ["id": "taken", "error": "conflict", "reason": "Document update conflict."])
+        #expect(rows[2]["id"]?.stringValue?.count == 32)
+        #expect(rows[3]["rev"]?.stringValue?.hasPrefix("2-") == true)
+    }
+
+    @Test func bulkDocsValidatesItsEnvelope() throws {
+        defer { server.stop() }
+        #expect(try server.json("POST", "/db/_bulk_docs", body: #"{"documents":[]}"#).status == 400)
+        #expect(try server.json("POST", "/db/_bulk_docs", body: #"{"docs":{}}"#).status == 400)
+        #expect(try server.json("POST", "/db/_bulk_docs", body: #"{"docs":[],"new_edits":"no"}"#).status == 400)
+        #expect(try server.json("POST", "/db/_bulk_docs", body: #"{"docs":[1]}"#).status == 400)
+        #expect(try server.json("POST", "/db/_bulk_docs", headers: [("Content-Type", "text/plain")], body: #"{"docs":[]}"#).status == 415)
+        #expect(try server.json("GET", "/db").json["update_seq"] == 0)
+    }
+
+    @Test func replicatedWritesAreIdempotentAndKeepConflicts() throws {
+        defer { server.stop() }
+        let body = #"""
+            {"new_edits":false,"docs":[
+              {"_id":"d","_rev":"3-c","_revisions":{"start":3,"ids":["c","b","a"]},"side":"one"},
+              {"_id":"d","_rev":"3-z","_revisions":{"start":3,"ids":["z","y","a"]},"side":"two"}]}
+            """#
+        let first = try server.json("POST", "/db/_bulk_docs", body: body)
+        #expect(first.status == 201)
+        #expect(first.json == [])
+        let sequence = try server.json("GET", "/db").json["update_seq"]
+        // Sending the same revisions again changes nothing and is not an error.
+        #expect(try server.json("POST", "/db/_bulk_docs", body: body).json == [])
+        #expect(try server.json("GET", "/db").json["update_seq"] == sequence)
+
+        let doc = try server.json("GET", "/db/d?conflicts=true").json
+        #expect(doc["_rev"] == "3-z")
+        #expect(doc["side"] == "two")
+        #expect(doc["_conflicts"] == ["3-c"])
+        // A stale revision from a peer is stored as history, never answered with 409.
+        let put = try server.json("PUT", "/db/d?new_edits=false", body: #"{"_rev":"2-b","_revisions":{"start":2,"ids":["b","a"]}}"#)
+        #expect(put.status == 201)
+    }
+
+    @Test func allDocsRangesKeysAndDocs() throws {
+        defer { server.stop() }
+        for id in ["c", "a", "e", "b", "d"] { _ = try server.put("db", id, #"{"id":"\#(id)"}"#) }
+        let deletedRev = try server.put("db", "x", "{}")
+        _ = try server.json("DELETE", "/db/x?rev=\(deletedRev)")
+
+        let all = try server.json("GET", "/db/_all_docs").json
+        #expect(all["total_rows"] == 5)
+        #expect(all["offset"] == 0)
+        #expect(all["rows"]?.arrayValue?.compactMap { $0["id"]?.stringValue } == ["a", "b", "c", "d", "e"])
+
+        let range = try server.json("GET", "/db/_all_docs?startkey=%22b%22&endkey=%22d%22&inclusive_end=false").json
+        #expect(range["rows"]?.arrayValue?.compactMap { $0["key"]?.stringValue } == ["b", "c"])
+        #expect(range["offset"] == 1)
+
+        let descending = try server.json("GET", "/db/_all_docs?descending=true&limit=2&skip=1&include_docs=true").json
+        #expect(descending["rows"]?.arrayValue?.compactMap { $0["id"]?.stringValue } == ["d", "c"])
+        #expect(descending["rows"]?[0]?["doc"]?["id"] == "d")
+
+        let keyed = try server.json("POST", "/db/_all_docs?include_docs=true", body: #"{"keys":["e","nope","x"]}"#).json
+        let rows = try #require(try keyed["rows"]?.arrayValue)
+        #expect(rows[0]["id"] == "e")
+        #expect(rows[1] == ["key": "nope", "error": "not_found"])
+        #expect(rows[2]["value"]?["deleted"] == true)
+        #expect(rows[2]["doc"] == .null)
+        #expect(try server.json("GET", "/db/_all_docs?key=%22c%22").json["rows"]?.arrayValue?.count == 1)
+        #expect(try server.json("GET", "/db/_all_docs?update_seq=true").json["update_seq"] == 7)
+        #expect(try server.json("GET", "/db/_all_docs?limit=-1").status == 400)
+    }
+}
+
+extension JSONValue {
+    subscript(index: Int) -> JSONValue? {
+        guard let array = arrayValue, array.indices.contains(index) else { return nil }
+        return array[index]
+    }
+}

@@ -1,0 +1,147 @@
+import CouchCore
+import CouchTestSupport
+import Foundation
+import Testing
+
+@Suite struct ChangesFeedTests {
+    let server: TestServer
+
+    init() throws {
+        server = try TestServer()
+        try server.createDatabase("db")
+    }
+
+    @Test func normalFeedListsEachDocumentOnceAtItsLatestSequence() throws {
+        defer { server.stop() }
+        let rev = try server.put("db", "a", #"{"v":1}"#)
+        _ = try server.put("db", "b", #"{"v":1}"#)
+        _ = try server.put("db", "a", #"{"_rev":"\#(rev)","v":2}"#)
+        let changes = try server.json("GET", "/db/_changes").json
+        let results = try #require(try changes["results"]?.arrayValue)
+        #expect(results.map { $0["id"]?.stringValue } == ["b", "a"])
+        #expect(results.map { $0["seq"]?.intValue } == [2, 3])
+        #expect(changes["last_seq"] == 3)
+        #expect(changes["pending"] == 0)
+
+        let limited = try server.json("GET", "/db/_changes?limit=1").json
+        #expect(limited["results"]?.arrayValue?.count == 1)
+        #expect(limited["last_seq"] == 2)
+        #expect(limited["pending"] == 1)
+        #expect(try server.json("GET", "/db/_changes?since=2").json["results"]?.arrayValue?.count == 1)
+        #expect(try server.json("GET", "/db/_changes?since=%222-g1AAAA%22").json["results"]?.arrayValue?.count == 1)
+        #expect(try server.json("GET", "/db/_changes?since=now").json["results"] == [])
+        #expect(try server.json("GET", "/db/_changes?descending=true").json["results"]?[0]?["id"] == "a")
+        let withDocs = try server.json("GET", "/db/_changes?include_docs=true").json
+        #expect(withDocs["results"]?[1]?["doc"]?["v"] == 2)
+        #expect(try server.json("GET", "/db/_changes?limit=0").json["pending"] == 2)
+    }
+
+    @Test func allDocsStyleListsEveryLeafAndDeletionsAreMarked() throws {
+        defer { server.stop() }
+        _ = try server.json("POST", "/db/_bulk_docs", body: #"{"new_edits":false,"docs":[{"_id":"c","_rev":"1-a"},{"_id":"c","_rev":"1-b"}]}"#)
+        let rev = try server.put("db", "gone", "{}")
+        _ = try server.json("DELETE", "/db/gone?rev=\(rev)")
+        let changes = try #require(try server.json("GET", "/db/_changes?style=all_docs").json["results"]?.arrayValue)
+        #expect(changes[0]["changes"] == [["rev": "1-b"], ["rev": "1-a"]])
+        #expect(changes[1]["deleted"] == true)
+        let mainOnly = try #require(try server.json("GET", "/db/_changes").json["results"]?.arrayValue)
+        #expect(mainOnly[0]["changes"] == [["rev": "1-b"]])
+        #expect(try server.json("GET", "/db/_changes?style=odd").status == 400)
+    }
+
+    @Test func builtInFilters() throws {
+        defer { server.stop() }
+        _ = try server.put("db", "a", #"{"type":"x","n":1}"#)
+        _ = try server.put("db", "b", #"{"type":"y","n":2}"#)
+        _ = try server.put("db", "_design/d", #"{"filters":{"f":"function(doc){return true}"}}"#)
+        let ids = { (json: JSONValue) in json["results"]?.arrayValue?.compactMap { $0["id"]?.stringValue } ?? [] }
+        #expect(ids(try server.json("GET", "/db/_changes?filter=_doc_ids&doc_ids=%5B%22b%22%5D").json) == ["b"])
+        #expect(ids(try server.json("POST", "/db/_changes?filter=_doc_ids", body: #"{"doc_ids":["a"]}"#).json) == ["a"])
+        #expect(ids(try server.json("GET", "/db/_changes?filter=_design").json) == ["_design/d"])
+        #expect(ids(try server.json("POST", "/db/_changes?filter=_selector", body: #"{"selector":{"n":{"$gt":1}}}"#).json) == ["b"])
+        #expect(try server.json("GET", "/db/_changes?filter=_selector").status == 400)
+        #expect(try server.json("GET", "/db/_changes?filter=_doc_ids").status == 400)
+        #expect(try server.json("GET", "/db/_changes?filter=nofilter").status == 400)
+        #expect(try server.json("GET", "/db/_changes?filter=missing/f").status == 404)
+        #expect(try server.json("GET", "/db/_changes?filter=d/other").status == 404)
+    }
+
+    @Test func continuousFeedDeliversLaterChangesHeartbeatsAndEndsOnTimeout() throws {
+        defer { server.stop() }
+        _ = try server.put("db", "before", "{}")
+        let connection = try HTTPTestConnection(port: server.port)
+        let head = try connection.startStreaming("GET", "/db/_changes?feed=continuous&heartbeat=100")
+        #expect(head.status == 200)
+        let first = try JSONValue.parse(try #require(try connection.readLine(timeout: 5)))
+        #expect(first["id"] == "before")
+        // Idle: heartbeats are blank lines.
+        #expect(try connection.readLine(timeout: 5) == "")
+        let started = Date()
+        _ = try server.put("db", "after", "{}")
+        var line = try connection.readLine(timeout: 5)
+        while line == "" { line = try connection.readLine(timeout: 5) }
+        #expect(Date().timeIntervalSince(started) < 1)
+        #expect(try JSONValue.parse(try #require(try line))["id"] == "after")
+        connection.close()
+
+        let timed = try HTTPTestConnection(port: server.port)
+        _ = try timed.startStreaming("GET", "/db/_changes?feed=continuous&timeout=200&since=now")
+        let last = try JSONValue.parse(try #require(try timed.readLine(timeout: 5)))
+        #expect(last["last_seq"] == 2)
+        #expect(try timed.readLine(timeout: 5) == nil)
+    }
+
+    @Test func longpollWaitsForTheNextChange() throws {
+        defer { server.stop() }
+        _ = try server.put("db", "one", "{}")
+        let connection = try HTTPTestConnection(port: server.port)
+        _ = try connection.startStreaming("GET", "/db/_changes?feed=longpoll&since=1&heartbeat=50")
+        Thread.sleep(forTimeInterval: 0.2)
+        _ = try server.put("db", "two", "{}")
+        let body = try JSONValue.parse(connection.readToEnd(timeout: 5))
+        #expect(body["results"]?.arrayValue?.map { $0["id"]?.stringValue } == ["two"])
+        #expect(body["last_seq"] == 2)
+
+        let immediate = try server.json("GET", "/db/_changes?feed=longpoll&since=0").json
+        #expect(immediate["results"]?.arrayValue?.count == 2)
+        let timedOut = try server.json("GET", "/db/_changes?feed=longpoll&since=now&timeout=100").json
+        #expect(timedOut["results"] == [])
+    }
+
+    @Test func eventSourceFeedSendsIDLines() throws {
+        defer { server.stop() }
+        _ = try server.put("db", "doc", "{}")
+        let connection = try HTTPTestConnection(port: server.port)
+        let head = try connection.startStreaming("GET", "/db/_changes?feed=eventsource&timeout=300")
+        #expect(head.header("Content-Type") == "text/event-stream")
+        let data = try #require(try connection.readLine(timeout: 5))
+        #expect(data.hasPrefix("data: "))
+        #expect(try JSONValue.parse(String(data.dropFirst(6)))["id"] == "doc")
+        #expect(try connection.readLine(timeout: 5) == "id: 1")
+    }
+
+    @Test func feedEndsWhenTheDatabaseIsDeleted() throws {
+        defer { server.stop() }
+        let connection = try HTTPTestConnection(port: server.port)
+        _ = try connection.startStreaming("GET", "/db/_changes?feed=continuous&heartbeat=5000")
+        Thread.sleep(forTimeInterval: 0.1)
+        _ = try server.json("DELETE", "/db")
+        let rest = String(decoding: try connection.readToEnd(timeout: 5), as: UTF8.self)
+        #expect(rest.contains("last_seq"))
+    }
+
+    @Test func clientsThatLeaveReleaseTheirFeeds() throws {
+        defer { server.stop() }
+        for _ in 0..<20 {
+            let connection = try HTTPTestConnection(port: server.port)
+            _ = try connection.startStreaming("GET", "/db/_changes?feed=continuous&heartbeat=50")
+            connection.close()
+        }
+        var open = server.listener.openStreamCount
+        for _ in 0..<100 where open > 0 {
+            Thread.sleep(forTimeInterval: 0.05)
+            open = server.listener.openStreamCount
+        }
+        #expect(open == 0)
+    }
+}

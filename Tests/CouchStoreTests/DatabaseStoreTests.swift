@@ -1,0 +1,97 @@
+import CouchCore
+import CouchStore
+import CouchTestSupport
+import Foundation
+import Testing
+
+@Suite struct DatabaseStoreTests {
+    let directory = TestServer.makeTemporaryDirectory()
+
+    func edit(_ id: String, _ json: String, revision: String? = nil) throws -> DocumentEdit {
+        var edit = try DocumentEdit(json: try JSONValue.parse(json))
+        edit.id = DocumentID(id)
+        if let revision { edit.revision = RevisionID(revision) }
+        return edit
+    }
+
+    @Test func acknowledgedWritesSurviveReopening() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var revisions: [RevisionID] = []
+        do {
+            let manager = try DatabaseManager(directory: directory)
+            let database = try manager.create(try DatabaseName("durable"))
+            for index in 0..<50 { revisions.append(try database.update(try edit("doc\(index)", #"{"i":\#(index)}"#))) }
+        }
+        let reopened = try DatabaseManager(directory: directory)
+        let database = try reopened.database(try DatabaseName("durable"))
+        #expect(database.updateSequence == 50)
+        for index in 0..<50 {
+            let snapshot = try database.document(DocumentID("doc\(index)"))
+            #expect(snapshot.revision.revision == revisions[index])
+            #expect(String(decoding: snapshot.revision.body, as: UTF8.self) == #"{"i":\#(index)}"#)
+        }
+    }
+
+    @Test func concurrentWritersShareCommitsAndEachGetsItsOwnResult() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let manager = try DatabaseManager(directory: directory)
+        let database = try manager.create(try DatabaseName("busy"))
+        let results = ResultCollector()
+        DispatchQueue.concurrentPerform(iterations: 200) { index in
+            // Every fourth writer collides on a shared ID: exactly one of those may win.
+            let id = index % 4 == 0 ? "shared" : "doc\(index)"
+            do {
+                _ = try database.update(try edit(id, #"{"i":\#(index)}"#))
+                results.add(id: id, ok: true)
+            } catch {
+                results.add(id: id, ok: false)
+            }
+        }
+        #expect(results.successes("shared") == 1)
+        #expect(results.failures("shared") == 49)
+        #expect(results.totalSuccesses == 151)
+        #expect(database.updateSequence == 151)
+        #expect(try database.info().documentCount == 151)
+    }
+
+    @Test func aFailedWriteInABatchLeavesNothingBehind() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let manager = try DatabaseManager(directory: directory)
+        let database = try manager.create(try DatabaseName("batch"))
+        _ = try database.update(try edit("taken", "{}"))
+        let results = try database.bulkUpdate([
+            try edit("fresh", #"{"a":1}"#),
+            try edit("taken", #"{"b":2}"#),
+            try edit("other", #"{"c":3}"#),
+        ], newEdits: true)
+        #expect((try? results[0].get()) != nil)
+        #expect((try? results[1].get()) == nil)
+        #expect((try? results[2].get()) != nil)
+        #expect(database.updateSequence == 3)
+        let changes = try database.changes(ChangesQuery())
+        #expect(changes.map(\.id.rawValue) == ["taken", "fresh", "other"])
+        #expect(changes.map(\.sequence) == [1, 2, 3])
+    }
+
+    @Test func deletingADatabaseRemovesItsFiles() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let manager = try DatabaseManager(directory: directory)
+        let name = try DatabaseName("temp/sub")
+        _ = try manager.create(name)
+        #expect(manager.allNames() == [name])
+        try manager.delete(name)
+        #expect(manager.allNames().isEmpty)
+        let leftovers = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.contains("temp") }
+        #expect(leftovers.isEmpty)
+        #expect(throws: CouchError.databaseMissing) { try manager.database(name) }
+    }
+}
+
+final class ResultCollector: @unchecked Sendable {
+    private let lock = NSLock()
+    private var outcomes: [(String, Bool)] = []
+    func add(id: String, ok: Bool) { lock.withLock { outcomes.append((id, ok)) } }
+    func successes(_ id: String) -> Int { lock.withLock { outcomes.filter { $0.0 == id && $0.1 }.count } }
+    func failures(_ id: String) -> Int { lock.withLock { outcomes.filter { $0.0 == id && !$0.1 }.count } }
+    var totalSuccesses: Int { lock.withLock { outcomes.filter(\.1).count } }
+}

@@ -1,0 +1,95 @@
+import CouchCore
+import CouchServer
+import CouchStore
+import Foundation
+import Logging
+
+/// A real Couchette listening on an ephemeral loopback port, with its data in a fresh
+/// temporary directory that is removed when the server stops.
+public final class TestServer: @unchecked Sendable {
+    public let directory: String
+    public let databases: DatabaseManager
+    public let listener: Listener
+    public var port: Int { listener.port }
+
+    public init(directory existing: String? = nil, configure: (inout ListenerConfiguration) -> Void = { _ in }) throws {
+        TestLogging.bootstrapped
+        directory = existing ?? TestServer.makeTemporaryDirectory()
+        databases = try DatabaseManager(directory: directory)
+        let server = CouchServer(databases: databases)
+        var configuration = ListenerConfiguration()
+        configuration.port = 0
+        configure(&configuration)
+        listener = Listener(configuration: configuration, handler: server.handle)
+        try listener.start()
+    }
+
+    public static func makeTemporaryDirectory() -> String {
+        TestLogging.bootstrapped
+        let path = NSTemporaryDirectory() + "couchette-test-" + Digest.randomHex(bytes: 8)
+        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        return path
+    }
+
+    /// Stops listening; keeps the data directory when `keepData` (to restart on it).
+    public func stop(keepData: Bool = false) {
+        listener.stop()
+        if !keepData { try? FileManager.default.removeItem(atPath: directory) }
+    }
+
+    deinit { listener.stop() }
+
+    // MARK: Requests
+
+    @discardableResult
+    public func request(_ method: String, _ path: String, headers: [(String, String)] = [],
+                        body: String? = nil) throws -> HTTPTestResponse {
+        var allHeaders = headers
+        if body != nil, !headers.contains(where: { $0.0.lowercased() == "content-type" }) {
+            allHeaders.append(("Content-Type", "application/json"))
+        }
+        return try httpRequest(port: port, method, path, headers: allHeaders, body: body.map { Array($0.utf8) })
+    }
+
+    /// A request whose response must be JSON; returns status and parsed body.
+    @discardableResult
+    public func json(_ method: String, _ path: String, headers: [(String, String)] = [],
+                     body: String? = nil) throws -> (status: Int, json: JSONValue) {
+        let response = try request(method, path, headers: headers, body: body)
+        return (response.status, try JSONValue.parse(response.body))
+    }
+
+    /// Creates a database and fails loudly if that did not work.
+    public func createDatabase(_ name: String) throws {
+        let response = try request("PUT", "/" + name)
+        guard response.status == 201 else { throw TestServerError.unexpected("PUT /\(name): \(response.status) \(response.text)") }
+    }
+
+    /// PUTs a document and returns its new revision.
+    @discardableResult
+    public func put(_ database: String, _ id: String, _ body: String) throws -> String {
+        let (status, json) = try self.json("PUT", "/\(database)/\(id)", body: body)
+        guard status == 201, let rev = json["rev"]?.stringValue else {
+            throw TestServerError.unexpected("PUT /\(database)/\(id): \(status) \(json.serializedString())")
+        }
+        return rev
+    }
+}
+
+public enum TestServerError: Error, CustomStringConvertible {
+    case unexpected(String)
+    public var description: String {
+        switch self { case .unexpected(let text): text }
+    }
+}
+
+/// Tests log warnings only: a request log line per request would drown the output.
+enum TestLogging {
+    static let bootstrapped: Void = {
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = .warning
+            return handler
+        }
+    }()
+}
