@@ -24,10 +24,12 @@ let package = Package(
                        providers: [.apt(["libcurl4-openssl-dev"])]),
         .systemLibrary(name: "CCrypto", path: "Sources/CCrypto", pkgConfig: "libcrypto",
                        providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CZlib", path: "Sources/CZlib", pkgConfig: "zlib",
+                       providers: [.apt(["zlib1g-dev"])]),
         // Typed wrappers for the variadic C functions Swift cannot call.
         .target(name: "CShims", dependencies: ["CMicroHTTPD", "CCurl"]),
 
-        .target(name: "CouchCore", dependencies: ["CCrypto"]),
+        .target(name: "CouchCore", dependencies: ["CCrypto", "CZlib"]),
         .target(name: "CouchStore", dependencies: [
             "CouchCore", "CSQLite", .product(name: "Logging", package: "swift-log"),
         ]),

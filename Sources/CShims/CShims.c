@@ -39,3 +39,4 @@ CURLcode couchette_curl_set_string(CURL *h, CURLoption o, const char *v) { retur
 CURLcode couchette_curl_set_pointer(CURL *h, CURLoption o, void *v) { return curl_easy_setopt(h, o, v); }
 CURLcode couchette_curl_set_offset(CURL *h, CURLoption o, curl_off_t v) { return curl_easy_setopt(h, o, v); }
 CURLcode couchette_curl_get_long(CURL *h, CURLINFO i, long *v) { return curl_easy_getinfo(h, i, v); }
+CURLMcode couchette_curl_multi_set_long(CURLM *m, CURLMoption o, long v) { return curl_multi_setopt(m, o, v); }

@@ -15,6 +15,8 @@ public struct CouchError: Error, Sendable, Equatable, CustomStringConvertible {
         case notAcceptable = "not_acceptable"
         case badContentType = "bad_content_type"
         case tooLarge = "too_large"
+        case documentTooLarge = "document_too_large"
+        case headerTooLarge = "header_too_large"
         case uriTooLong = "uri_too_long"
         case invalidDatabaseName = "illegal_database_name"
         case illegalDocumentID = "illegal_docid"
@@ -49,9 +51,10 @@ public struct CouchError: Error, Sendable, Equatable, CustomStringConvertible {
         case .notAcceptable: 406
         case .conflict: 409
         case .fileExists, .preconditionFailed, .missingStub: 412
-        case .tooLarge: 413
+        case .tooLarge, .documentTooLarge: 413
         case .uriTooLong: 414
         case .badContentType: 415
+        case .headerTooLarge: 431
         case .rangeNotSatisfiable: 416
         case .unknownError, .internalServerError: 500
         case .notImplemented: 501

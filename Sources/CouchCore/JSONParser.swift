@@ -138,6 +138,8 @@ struct _JSONParser {
         }
     }
 
+    // Inlined into the container parsers so each nesting level costs one stack frame, not two.
+    @inline(__always)
     mutating func parseValue() throws(JSONParseError) -> JSONValue {
         guard pos < end else { throw fail("unexpected end of input", at: pos) }
         switch bytes[pos] {

@@ -4,24 +4,58 @@ import Logging
 
 /// The HTTP face of a data directory: parses each request's endpoint, finds its
 /// handler in the route table and turns every error into CouchDB's error response.
-public final class CouchServer: Sendable {
+public final class CouchServer: RequestHandler {
     public let databases: DatabaseManager
+    public let configuration: ServerConfiguration
+    /// Admins, sessions, the authorization policy and CORS (see `Auth/`).
+    let accessControl: AccessControl
     let logger = Logger(label: "couchette.server")
 
-    public init(databases: DatabaseManager) {
+    /// A server for `databases`, its admins (stored hashed) and session secret kept in
+    /// their data directory. Refuses to serve beyond loopback with no admin.
+    public init(databases: DatabaseManager, configuration: ServerConfiguration) throws {
         self.databases = databases
+        self.configuration = configuration
+        accessControl = try AccessControl(configuration: configuration, databases: databases)
     }
 
+    /// CouchDB's defaults: an admin party on loopback, unless admins were stored before.
+    public convenience init(databases: DatabaseManager) throws {
+        try self.init(databases: databases, configuration: ServerConfiguration())
+    }
+
+    /// True when no admin is configured and every client is one (CouchDB's admin party).
+    public var isAdminParty: Bool { accessControl.isAdminParty }
+
+    /// Every request: CORS preflight, then authentication and authorization (once, by the
+    /// policy in `Auth/`), then the handler the route table names.
     public func handle(_ request: HTTPRequest) -> HTTPResponse {
+        if let preflight = accessControl.cors.preflight(request) { return preflight }
+        var response = route(request)
+        accessControl.cors.decorate(&response, for: request)
+        return response
+    }
+
+    private func route(_ request: HTTPRequest) -> HTTPResponse {
         do {
+            let authentication = try accessControl.authenticator.authenticate(request)
             let endpoint = try Endpoint(path: request.path)
-            return try RouteTable.handler(for: request.method, at: endpoint)(
-                RouteContext(server: self, request: request, endpoint: endpoint))
+            let access = try accessControl.authorize(endpoint, method: request.method, user: authentication.user)
+            var response = try RouteTable.handler(for: request.method, at: endpoint)(
+                RouteContext(server: self, request: request, endpoint: endpoint,
+                             user: authentication.user, databaseAccess: access))
+            if let renewed = authentication.renewedCookie, response.header("Set-Cookie") == nil {
+                response.setHeader("Set-Cookie", renewed)
+            }
+            return response
         } catch let error as CouchError {
             var response = HTTPResponse.error(error)
             if error.kind == .methodNotAllowed, let endpoint = try? Endpoint(path: request.path),
                let allow = RouteTable.allowHeader(for: endpoint) {
                 response.setHeader("Allow", allow)
+            }
+            if let challenge = accessControl.challenge(for: error, request: request) {
+                response.setHeader("WWW-Authenticate", challenge)
             }
             return response
         } catch {
@@ -29,4 +63,25 @@ public final class CouchServer: Sendable {
             return .error(CouchError(.unknownError, "internal error"))
         }
     }
+
+    /// Attachment uploads, alone or in a `multipart/related` document, stream into the
+    /// blob store as they arrive; every other body is read into memory.
+    public func bodySink(method: String, path: String, headers: [String: String]) -> RequestBodySink? {
+        guard method == "PUT", let endpoint = try? Endpoint(path: path), let name = endpoint.databaseName,
+              accessControl.mayUpload(method: method, path: path, headers: headers, endpoint: endpoint),
+              let database = try? databases.database(name) else { return nil }
+        switch endpoint {
+        case .attachment:
+            return try? BlobUploadSink(store: database.attachments)
+        case .document(_, let id) where !id.isLocal:
+            guard let contentType = headers["content-type"], contentType.lowercased().hasPrefix("multipart/related"),
+                  let boundary = MultipartReader.boundary(fromContentType: contentType) else { return nil }
+            return MultipartUploadSink(store: database.attachments, boundary: boundary,
+                                       maximumDocumentSize: Self.maximumDocumentSize)
+        default:
+            return nil
+        }
+    }
+
+    static let maximumDocumentSize = 64 * 1024 * 1024
 }

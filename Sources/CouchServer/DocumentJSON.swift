@@ -8,16 +8,62 @@ struct DocumentRenderOptions: Sendable {
     var conflicts = false
     var deletedConflicts = false
     var localSequence = false
+    var attachments = AttachmentRenderOptions()
 
     init() {}
 
-    init(_ context: RouteContext) throws(CouchError) {
+    init(_ context: RouteContext, store: AttachmentStore? = nil) throws(CouchError) {
         let meta = try context.boolOption("meta")
         revisions = try context.boolOption("revs")
         revisionsInfo = try context.boolOption("revs_info") || meta
         conflicts = try context.boolOption("conflicts") || meta
         deletedConflicts = try context.boolOption("deleted_conflicts") || meta
         localSequence = try context.boolOption("local_seq") || meta
+        attachments = try AttachmentRenderOptions(context, store: store)
+    }
+}
+
+/// How `_attachments` is written: stubs (the default), inline base64 `data`
+/// (`attachments=true`), or `follows` markers for a multipart response.
+struct AttachmentRenderOptions: Sendable {
+    enum Mode: Sendable { case stubs, data, follows }
+    var mode = Mode.stubs
+    /// `atts_since`: attachments not changed after these revisions stay stubs.
+    var since: [RevisionID] = []
+    var encodingInfo = false
+    var store: AttachmentStore?
+
+    init(store: AttachmentStore? = nil) { self.store = store }
+
+    init(_ context: RouteContext, store: AttachmentStore?) throws(CouchError) {
+        self.store = store
+        encodingInfo = try context.boolOption("att_encoding_info")
+        if try context.boolOption("attachments") { mode = .data }
+        if let value = try context.jsonOption("atts_since") {
+            guard let list = value.arrayValue else { throw CouchError.badRequest("atts_since must be a JSON array") }
+            since = list.compactMap { $0.stringValue.flatMap(RevisionID.init) }
+            if mode == .stubs { mode = .data }
+        }
+    }
+
+    /// The attachments of `revision` whose data is sent (rather than a stub).
+    func sending(_ revision: StoredRevision, record: DocumentRecord?) -> [AttachmentInfo] {
+        guard mode != .stubs else { return [] }
+        var threshold = 0
+        if !since.isEmpty, let record {
+            let history = Set(record.tree.history(of: revision.revision))
+            threshold = since.filter { history.contains($0) }.map(\.generation).max() ?? 0
+        }
+        return revision.attachments.filter { $0.revpos > threshold }
+    }
+
+    /// An attachment's bytes as clients see them (decompressed when stored gzip).
+    func identityData(_ attachment: AttachmentInfo) throws -> [UInt8] {
+        guard let store else { throw CouchError.internalError("no attachment store") }
+        let stored = try store.read(attachment.blobKey)
+        guard attachment.encoding == "gzip" else { return stored }
+        guard let decoded = Gzip.decompress(stored) else { throw CouchError.internalError("corrupt gzip attachment") }
+        return decoded
     }
 }
 
@@ -26,7 +72,7 @@ struct DocumentRenderOptions: Sendable {
 /// into the stored bytes without parsing them.
 enum DocumentJSON {
     static func render(_ revision: StoredRevision, record: DocumentRecord?, options: DocumentRenderOptions,
-                       into output: inout [UInt8]) {
+                       into output: inout [UInt8]) throws {
         output.append(contentsOf: #"{"_id":"#.utf8)
         JSONWriter.appendString(revision.id.rawValue, to: &output)
         output.append(contentsOf: #","_rev":"#.utf8)
@@ -36,14 +82,53 @@ enum DocumentJSON {
         if let record {
             appendMetadata(revision.revision, record: record, options: options, to: &output)
         }
+        if !revision.attachments.isEmpty {
+            try appendAttachments(revision, record: record, options: options.attachments, to: &output)
+        }
         output.append(UInt8(ascii: "}"))
     }
 
-    static func render(_ revision: StoredRevision, record: DocumentRecord?, options: DocumentRenderOptions) -> [UInt8] {
+    static func render(_ revision: StoredRevision, record: DocumentRecord?, options: DocumentRenderOptions) throws -> [UInt8] {
         var output: [UInt8] = []
         output.reserveCapacity(revision.body.count + 128)
-        render(revision, record: record, options: options, into: &output)
+        try render(revision, record: record, options: options, into: &output)
         return output
+    }
+
+    /// `,"_attachments":{"name":{"content_type":…,"revpos":…,"digest":…,"length":…,"stub":true}}`
+    /// in CouchDB's member order; `data` or `follows` instead of the stub for those sent.
+    private static func appendAttachments(_ revision: StoredRevision, record: DocumentRecord?,
+                                          options: AttachmentRenderOptions, to output: inout [UInt8]) throws {
+        let sending = Set(options.sending(revision, record: record).map(\.name))
+        output.append(contentsOf: #","_attachments":{"#.utf8)
+        for (index, attachment) in revision.attachments.enumerated() {
+            if index > 0 { output.append(UInt8(ascii: ",")) }
+            JSONWriter.appendString(attachment.name, to: &output)
+            output.append(contentsOf: #":{"content_type":"#.utf8)
+            JSONWriter.appendString(attachment.contentType, to: &output)
+            output.append(contentsOf: #","revpos":\#(attachment.revpos),"digest":"#.utf8)
+            JSONWriter.appendString(attachment.digest, to: &output)
+            var encodingInfo = options.encodingInfo
+            if !sending.contains(attachment.name) {
+                output.append(contentsOf: #","length":\#(attachment.length),"stub":true"#.utf8)
+            } else if options.mode == .follows {
+                // Multipart parts carry the stored bytes, so their encoding is always stated.
+                output.append(contentsOf: #","length":\#(attachment.length),"follows":true"#.utf8)
+                encodingInfo = true
+            } else {
+                output.append(contentsOf: #","data":""#.utf8)
+                Base64.encode(try options.identityData(attachment), into: &output)
+                output.append(UInt8(ascii: "\""))
+                encodingInfo = false
+            }
+            if encodingInfo, let encoding = attachment.encoding {
+                output.append(contentsOf: #","encoding":"#.utf8)
+                JSONWriter.appendString(encoding, to: &output)
+                output.append(contentsOf: #","encoded_length":\#(attachment.storedLength)"#.utf8)
+            }
+            output.append(UInt8(ascii: "}"))
+        }
+        output.append(UInt8(ascii: "}"))
     }
 
     static func renderLocal(_ document: LocalDocument) -> [UInt8] {

@@ -16,6 +16,7 @@ public enum Endpoint: Sendable, Equatable {
         case allDatabases = "_all_dbs"
         case uuids = "_uuids"
         case up = "_up"
+        case session = "_session"
     }
 
     public enum DatabaseResource: String, Sendable, CaseIterable {
@@ -29,6 +30,7 @@ public enum Endpoint: Sendable, Equatable {
         case compact = "_compact"
         case ensureFullCommit = "_ensure_full_commit"
         case revisionsLimit = "_revs_limit"
+        case security = "_security"
     }
 
     public init(path: String) throws(CouchError) {

@@ -9,14 +9,17 @@ public struct HTTPRequest: Sendable {
     /// Header names in lower case; repeated headers joined with ", ".
     public let headers: [String: String]
     public var body: [UInt8]
+    /// Where the body went instead of `body`, for uploads streamed as they arrive.
+    public var bodySink: RequestBodySink?
 
     public init(method: String, path: String, query: [(name: String, value: String)],
-                headers: [String: String], body: [UInt8]) {
+                headers: [String: String], body: [UInt8], bodySink: RequestBodySink? = nil) {
         self.method = method
         self.path = path
         self.query = query
         self.headers = headers
         self.body = body
+        self.bodySink = bodySink
     }
 
     public func header(_ name: String) -> String? { headers[name.lowercased()] }
@@ -35,6 +38,21 @@ public struct HTTPRequest: Sendable {
     public var contentType: String? {
         header("content-type")?.split(separator: ";").first.map { $0.trimmingWhitespace().lowercased() }
     }
+}
+
+/// Receives a request body as it arrives, so an upload never sits in memory whole. The
+/// handler takes what the sink collected; a body that is never handled is aborted.
+public protocol RequestBodySink: AnyObject, Sendable {
+    func append(_ bytes: UnsafeRawBufferPointer) throws
+    /// The client went away or the request was refused: discard what was received.
+    func abort()
+}
+
+/// What the listener serves requests with.
+public protocol RequestHandler: Sendable {
+    func handle(_ request: HTTPRequest) -> HTTPResponse
+    /// A sink for this request's body, decided once its headers are read; nil keeps it in memory.
+    func bodySink(method: String, path: String, headers: [String: String]) -> RequestBodySink?
 }
 
 /// Percent-decoding for paths (`+` stays `+`) and query strings (`+` is a space).

@@ -6,6 +6,8 @@ public struct HTTPResponse: Sendable {
     public enum Body: Sendable {
         case bytes([UInt8])
         case stream(ResponseStream)
+        /// A byte range of a file, sent by the kernel without passing through memory.
+        case file(path: String, offset: Int, length: Int)
     }
 
     public var status: Int
@@ -33,9 +35,8 @@ public struct HTTPResponse: Sendable {
 
     /// The one place a `CouchError` becomes CouchDB's `{"error","reason"}` response.
     public static func error(_ error: CouchError) -> HTTPResponse {
-        var headers: [(name: String, value: String)] = []
-        if error.kind == .unauthorized { headers.append(("WWW-Authenticate", "Basic realm=\"server\"")) }
-        return json(error.status, ["error": JSONValue(error.error), "reason": JSONValue(error.reason)], headers: headers)
+        // `WWW-Authenticate` is added by `CouchServer` only where CouchDB sends it.
+        json(error.status, ["error": JSONValue(error.error), "reason": JSONValue(error.reason)])
     }
 
     public static let ok = json(200, ["ok": true])

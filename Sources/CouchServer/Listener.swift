@@ -12,8 +12,12 @@ public struct ListenerConfiguration: Sendable {
     public var threadCount = 16
     public var connectionLimit = 8192
     public var idleTimeoutSeconds = 300
+    /// Bodies kept in memory (JSON); streamed uploads (attachments) may reach `maximumUploadSize`.
     public var maximumBodySize = 64 * 1024 * 1024
+    public var maximumUploadSize = 4 * 1024 * 1024 * 1024
     public var maximumURLLength = 16 * 1024
+    /// Request headers, names and values together; larger ones answer 431.
+    public var maximumHeaderSize = 64 * 1024
     public init() {}
 }
 
@@ -21,16 +25,20 @@ public struct ListenerConfiguration: Sendable {
 /// and writes responses, suspending connections whose streams are waiting.
 public final class Listener: @unchecked Sendable {
     public let configuration: ListenerConfiguration
-    let handler: @Sendable (HTTPRequest) -> HTTPResponse
+    let handler: RequestHandler
     private var daemon: OpaquePointer?
     public private(set) var port = 0
     let logger = Logger(label: "couchette.http")
     private let streamsLock = NSLock()
     private var streams: [ObjectIdentifier: StreamConnection] = [:]
 
-    public init(configuration: ListenerConfiguration, handler: @escaping @Sendable (HTTPRequest) -> HTTPResponse) {
+    public init(configuration: ListenerConfiguration, handler: RequestHandler) {
         self.configuration = configuration
         self.handler = handler
+    }
+
+    public convenience init(configuration: ListenerConfiguration, handler: @escaping @Sendable (HTTPRequest) -> HTTPResponse) {
+        self.init(configuration: configuration, handler: ClosureHandler(handle: handler))
     }
 
     public func start() throws {
@@ -46,7 +54,9 @@ public final class Listener: @unchecked Sendable {
         options.thread_pool_size = UInt32(configuration.threadCount)
         options.connection_limit = UInt32(configuration.connectionLimit)
         options.connection_timeout_seconds = UInt32(configuration.idleTimeoutSeconds)
-        options.connection_memory_limit = max(64 * 1024, configuration.maximumURLLength * 2)
+        // Each connection's buffer holds the request line and headers (and the response head).
+        options.connection_memory_limit = max(64 * 1024, configuration.maximumURLLength * 2,
+                                              configuration.maximumURLLength + configuration.maximumHeaderSize + 32 * 1024)
         let context = Unmanaged.passUnretained(self).toOpaque()
         guard let daemon = couchette_mhd_start(&options, accessHandler, context, requestCompleted, context) else {
             throw CouchError.internalError("cannot listen on \(configuration.bindAddress):\(configuration.port)")
@@ -99,23 +109,43 @@ public final class Listener: @unchecked Sendable {
         let count = uploadSize.pointee
         uploadSize.pointee = 0
         if state.responded { return .YES }
-        if state.rejected || state.body.count + count > configuration.maximumBodySize {
+        if state.headerBytes > configuration.maximumHeaderSize {
             state.responded = true
+            state.sink?.abort()
+            logger.info("\(method) \(url) 431 headers too large")
+            return queue(.error(CouchError(.headerTooLarge, "Request headers are too large")), state: state, closing: true)
+        }
+        let limit = state.sink == nil ? configuration.maximumBodySize : configuration.maximumUploadSize
+        if state.rejected || state.received + count > limit {
+            state.responded = true
+            state.sink?.abort()
             logger.info("\(method) \(url) 413 body too large")
             return queue(.error(CouchError(.tooLarge, "Request body is too large")), state: state, closing: true)
         }
         if count > 0 {
-            upload.map { state.body.append(contentsOf: UnsafeRawBufferPointer(start: $0, count: count)) }
+            state.received += count
+            guard let upload else { return .YES }
+            let bytes = UnsafeRawBufferPointer(start: upload, count: count)
+            if let sink = state.sink {
+                if state.sinkError == nil {
+                    do { try sink.append(bytes) } catch { state.sinkError = error }
+                }
+            } else {
+                state.body.append(contentsOf: bytes)
+            }
             return .YES
         }
         state.responded = true
         let request = state.makeRequest()
         let response: HTTPResponse
         let urlLength = request.query.reduce(url.utf8.count) { $0 + $1.name.utf8.count + $1.value.utf8.count + 2 }
+        if state.sinkError != nil { state.sink?.abort() }
         if urlLength > configuration.maximumURLLength {
             response = .error(CouchError(.uriTooLong, "URL is too long"))
+        } else if let error = state.sinkError {
+            response = .error(error as? CouchError ?? CouchError.badRequest("cannot read the request body"))
         } else {
-            response = handler(request)
+            response = handler.handle(request)
         }
         logger.info("\(method) \(url) \(response.status) \(state.elapsedMilliseconds)ms")
         return queue(response, state: state, closing: false)
@@ -129,6 +159,13 @@ public final class Listener: @unchecked Sendable {
                 MHD_create_response_from_buffer(raw.count, UnsafeMutableRawPointer(mutating: raw.baseAddress),
                                                 MHD_ResponseMemoryMode(rawValue: 2)!) // MHD_RESPMEM_MUST_COPY
             }
+        case .file(let path, let offset, let length):
+            let descriptor = open(path, O_RDONLY)
+            guard descriptor >= 0 else {
+                return queue(.error(CouchError.internalError("cannot open file")), state: state, closing: false)
+            }
+            mhdResponse = MHD_create_response_from_fd_at_offset64(UInt64(length), descriptor, UInt64(offset))
+            if mhdResponse == nil { close(descriptor) }
         case .stream(let stream):
             let connection = StreamConnection(stream: stream, connection: state.connection, listener: self)
             state.stream = connection
@@ -149,6 +186,7 @@ public final class Listener: @unchecked Sendable {
 
     fileprivate func completed(state raw: UnsafeMutableRawPointer) {
         let state = Unmanaged<RequestState>.fromOpaque(raw).takeRetainedValue()
+        if !state.responded { state.sink?.abort() }
         if let stream = state.stream {
             stream.connectionClosed()
             unregister(stream)
@@ -162,8 +200,13 @@ final class RequestState {
     let path: String
     let connection: OpaquePointer
     var body: [UInt8] = []
+    var received = 0
+    private(set) var sink: RequestBodySink?
+    var sinkError: Error?
     var rejected = false
     var responded = false
+    /// Bytes of the request's header lines, as received.
+    private(set) var headerBytes = 0
     var stream: StreamConnection?
     let started = DispatchTime.now()
     private var headers: [String: String] = [:]
@@ -176,13 +219,15 @@ final class RequestState {
         let context = Unmanaged.passUnretained(self).toOpaque()
         MHD_get_connection_values(connection, .HEADER_KIND, collectHeader, context)
         MHD_get_connection_values(connection, .GET_ARGUMENT_KIND, collectArgument, context)
-        if let length = headers["content-length"].flatMap(Int.init), length > listener.configuration.maximumBodySize {
+        sink = listener.handler.bodySink(method: method, path: path, headers: headers)
+        let limit = sink == nil ? listener.configuration.maximumBodySize : listener.configuration.maximumUploadSize
+        if let length = headers["content-length"].flatMap(Int.init), length > limit {
             rejected = true
-            body = []
         }
     }
 
     fileprivate func addHeader(_ name: String, _ value: String) {
+        headerBytes += name.utf8.count + value.utf8.count + 4
         let key = name.lowercased()
         if let existing = headers[key] {
             headers[key] = existing + ", " + value
@@ -198,7 +243,7 @@ final class RequestState {
     }
 
     func makeRequest() -> HTTPRequest {
-        HTTPRequest(method: method, path: path, query: query, headers: headers, body: body)
+        HTTPRequest(method: method, path: path, query: query, headers: headers, body: body, bodySink: sink)
     }
 
     var elapsedMilliseconds: String {
@@ -277,6 +322,13 @@ final class StreamConnection: @unchecked Sendable {
         lock.unlock()
         stream.close()
     }
+}
+
+/// Adapts a plain function to `RequestHandler`; bodies stay in memory.
+struct ClosureHandler: RequestHandler {
+    let handle: @Sendable (HTTPRequest) -> HTTPResponse
+    func handle(_ request: HTTPRequest) -> HTTPResponse { handle(request) }
+    func bodySink(method: String, path: String, headers: [String: String]) -> RequestBodySink? { nil }
 }
 
 // libmicrohttpd's callbacks. They live here, not in main.swift, because top-level

@@ -6,6 +6,10 @@ public struct RouteContext: Sendable {
     public let server: CouchServer
     public let request: HTTPRequest
     public let endpoint: Endpoint
+    /// Who is asking, as authentication found; authorization has already passed.
+    public var user: UserContext = .anonymous
+    /// The user's standing in the route's database, when authorization looked it up.
+    var databaseAccess: DatabaseAccess?
 
     public var databaseName: DatabaseName {
         get throws(CouchError) {

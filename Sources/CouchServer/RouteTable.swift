@@ -14,6 +14,7 @@ enum RouteTable {
         .server(.allDatabases): [.GET: ServerRoutes.getAllDatabases],
         .server(.uuids): [.GET: ServerRoutes.getUUIDs],
         .server(.up): [.GET: ServerRoutes.getUp],
+        .server(.session): [.GET: SessionRoutes.getSession, .POST: SessionRoutes.postSession, .DELETE: SessionRoutes.deleteSession],
 
         .database: [
             .GET: DatabaseRoutes.getDatabase,
@@ -31,12 +32,18 @@ enum RouteTable {
         .databaseResource(.compact): [.POST: DatabaseRoutes.postCompact],
         .databaseResource(.ensureFullCommit): [.POST: DatabaseRoutes.postEnsureFullCommit],
         .databaseResource(.revisionsLimit): [.GET: DatabaseRoutes.getRevisionsLimit, .PUT: DatabaseRoutes.putRevisionsLimit],
+        .databaseResource(.security): [.GET: SecurityRoutes.getSecurity, .PUT: SecurityRoutes.putSecurity],
 
         .document: [
             .GET: DocumentRoutes.getDocument,
             .PUT: DocumentRoutes.putDocument,
             .DELETE: DocumentRoutes.deleteDocument,
             .COPY: DocumentRoutes.copyDocument,
+        ],
+        .attachment: [
+            .GET: AttachmentRoutes.getAttachment,
+            .PUT: AttachmentRoutes.putAttachment,
+            .DELETE: AttachmentRoutes.deleteAttachment,
         ],
         .localDocument: [
             .GET: LocalDocumentRoutes.getLocalDocument,

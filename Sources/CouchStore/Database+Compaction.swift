@@ -16,14 +16,25 @@ extension Database {
             if processed == 0 { break }
             lastKey = next
         }
-        try writer.perform { transaction in
-            try transaction.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        }
-        // VACUUM cannot run inside a transaction; it takes the writer's place for its duration.
+        // VACUUM cannot run inside a transaction; it takes the writer's place for its duration,
+        // which also keeps commits from adding references while unreferenced blobs are removed.
         try writer.performOutsideTransaction { connection in
             try connection.execute("VACUUM")
+            try connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            _ = attachments.removeUnreferenced(keeping: try referencedBlobs(connection))
         }
         return true
+    }
+
+    /// Every blob key a stored revision refers to.
+    private func referencedBlobs(_ connection: SQLiteConnection) throws -> Set<String> {
+        var keys = Set<String>()
+        for table in ["documents", "revision_bodies"] {
+            try connection.query("SELECT attachments FROM \(table) WHERE attachments IS NOT NULL") { row in
+                for attachment in AttachmentInfo.decode(row.blob(0)) { keys.insert(attachment.blobKey) }
+            }
+        }
+        return keys
     }
 
     /// Compacts up to 500 documents with keys after `after`; returns how many and the last key.

@@ -62,24 +62,27 @@ extension Database {
     static func revisionBody(_ record: DocumentRecord, _ revision: RevisionID,
                              connection: SQLiteConnection) throws -> StoredRevision? {
         guard let node = record.tree.node(revision) else { return nil }
-        var body: [UInt8]?
+        var content: (body: [UInt8], attachments: [UInt8])?
         if revision == record.winner {
-            try connection.query("SELECT body FROM documents WHERE doc_id = ?", [.text(record.id.rawValue)]) { body = $0.blob(0) }
+            try connection.query("SELECT body, attachments FROM documents WHERE doc_id = ?", [.text(record.id.rawValue)]) {
+                content = ($0.blob(0), $0.blob(1))
+            }
         } else {
             try connection.query(
-                "SELECT r.body FROM revision_bodies r JOIN documents d ON d.doc_key = r.doc_key WHERE d.doc_id = ? AND r.rev_id = ?",
+                "SELECT r.body, r.attachments FROM revision_bodies r JOIN documents d ON d.doc_key = r.doc_key WHERE d.doc_id = ? AND r.rev_id = ?",
                 [.text(record.id.rawValue), .text(revision.description)]
-            ) { body = $0.blob(0) }
+            ) { content = ($0.blob(0), $0.blob(1)) }
         }
-        guard let body else { return nil }
-        return StoredRevision(id: record.id, revision: revision, isDeleted: node.isDeleted, body: body)
+        guard let content else { return nil }
+        return StoredRevision(id: record.id, revision: revision, isDeleted: node.isDeleted, body: content.body,
+                              attachments: AttachmentInfo.decode(content.attachments))
     }
 
     /// Rows of the changes index after `query.since`, one per document at its latest sequence.
     public func changes(_ query: ChangesQuery) throws -> [ChangeRow] {
         let columns = "sequence, doc_id, winning_rev, deleted"
             + (query.includeTree ? ", revision_tree" : ", NULL")
-            + (query.includeBodies ? ", body" : ", NULL")
+            + (query.includeBodies ? ", body, attachments" : ", NULL, NULL")
         let order = query.descending ? "DESC" : "ASC"
         let limit = query.limit.map { " LIMIT \(max(0, $0))" } ?? ""
         let sql = "SELECT \(columns) FROM documents WHERE sequence > ? ORDER BY sequence \(order)\(limit)"
@@ -90,7 +93,8 @@ extension Database {
                     sequence: row.int(0), id: DocumentID(row.text(1)), winner: try parseRevision(row.text(2)),
                     isDeleted: row.int(3) != 0,
                     tree: query.includeTree ? try decodeTree(row.blob(4)) : nil,
-                    body: query.includeBodies ? row.blob(5) : nil))
+                    body: query.includeBodies ? row.blob(5) : nil,
+                    attachments: query.includeBodies ? AttachmentInfo.decode(row.blob(6)) : []))
             }
             return rows
         }
@@ -118,7 +122,7 @@ extension Database {
         }
         let columns = "doc_id, winning_rev, deleted, sequence"
             + (query.includeTree ? ", revision_tree" : ", NULL")
-            + (query.includeBodies ? ", body" : ", NULL")
+            + (query.includeBodies ? ", body, attachments" : ", NULL, NULL")
         let order = query.descending ? "DESC" : "ASC"
         let sql = "SELECT \(columns) FROM documents WHERE \(conditions.joined(separator: " AND ")) ORDER BY doc_id \(order) LIMIT ? OFFSET ?"
         arguments.append(.int(query.limit ?? -1))
@@ -146,7 +150,7 @@ extension Database {
     public func documents(ids: [DocumentID], includeBodies: Bool, includeTree: Bool) throws -> [AllDocumentsRow?] {
         let columns = "doc_id, winning_rev, deleted, sequence"
             + (includeTree ? ", revision_tree" : ", NULL")
-            + (includeBodies ? ", body" : ", NULL")
+            + (includeBodies ? ", body, attachments" : ", NULL, NULL")
         return try readers.withConnection { connection in
             try connection.execute("BEGIN")
             defer { try? connection.execute("COMMIT") }
@@ -165,7 +169,8 @@ extension Database {
             id: DocumentID(row.text(0)), winner: (try? parseRevision(row.text(1))) ?? RevisionID(generation: 0, digest: "0"),
             isDeleted: row.int(2) != 0, sequence: row.int(3),
             tree: includeTree ? (try? decodeTree(row.blob(4))) : nil,
-            body: includeBodies ? row.blob(5) : nil)
+            body: includeBodies ? row.blob(5) : nil,
+            attachments: includeBodies ? AttachmentInfo.decode(row.blob(6)) : [])
     }
 
     public func localDocument(_ id: DocumentID) throws -> LocalDocument {

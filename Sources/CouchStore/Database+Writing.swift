@@ -10,51 +10,147 @@ extension Database {
         try bulkUpdate([edit], newEdits: true)[0].get()
     }
 
-    /// Writes replicated revisions (`new_edits=false`) or interactive edits, sharing
-    /// one commit; each document succeeds or fails on its own.
-    public func bulkUpdate(_ edits: [DocumentEdit], newEdits: Bool) throws -> [WriteResult] {
-        try writer.perform { transaction in
-            edits.map { edit -> WriteResult in
-                do {
-                    try transaction.connection.execute("SAVEPOINT document")
-                    let saved = transaction.sequence
-                    do {
-                        let revision = try self.apply(edit, newEdits: newEdits, in: transaction)
-                        try transaction.connection.execute("RELEASE document")
-                        return .success(revision)
-                    } catch {
-                        transaction.sequence = saved
-                        try? transaction.connection.execute("ROLLBACK TO document")
-                        try? transaction.connection.execute("RELEASE document")
-                        throw error
+    /// Writes replicated revisions (`new_edits=false`) or interactive edits, sharing one
+    /// commit; each document succeeds or fails on its own. `following` holds the bodies of
+    /// attachments marked `"follows": true` (a multipart upload), by attachment name.
+    public func bulkUpdate(_ edits: [DocumentEdit], newEdits: Bool,
+                           following: [String: StagedBlob] = [:]) throws -> [WriteResult] {
+        let prepared: [Result<PreparedEdit, CouchError>] = edits.map { edit in
+            do {
+                return .success(try prepare(edit, following: following))
+            } catch let error as CouchError {
+                return .failure(error)
+            } catch {
+                return .failure(CouchError.internalError("cannot stage attachments"))
+            }
+        }
+        let results: [WriteResult]
+        do {
+            results = try writer.perform { transaction in
+                prepared.map { preparation -> WriteResult in
+                    switch preparation {
+                    case .failure(let error): return .failure(error)
+                    case .success(let edit):
+                        return self.inSavepoint(transaction) {
+                            try self.apply(edit, newEdits: newEdits, in: transaction)
+                        }
                     }
-                } catch let error as CouchError {
-                    return .failure(error)
-                } catch {
-                    return .failure(CouchError(.unknownError, String(describing: error)))
                 }
             }
+        } catch {
+            finishStaging(prepared, results: nil, following: Array(following.values))
+            throw error
+        }
+        finishStaging(prepared, results: results, following: Array(following.values))
+        return results
+    }
+
+    /// An interactive edit whose attachments are given as stored ones (`COPY`): their bytes
+    /// are shared in the blob store, not copied.
+    public func update(_ edit: DocumentEdit, keeping attachmentList: [AttachmentInfo]) throws -> RevisionID {
+        try writer.perform { transaction in
+            try self.inSavepoint(transaction) {
+                try self.apply(PreparedEdit(edit: edit, attachments: attachmentList.map(AttachmentInput.kept), staged: []),
+                               newEdits: true, in: transaction)
+            }.get()
         }
     }
 
-    private func apply(_ edit: DocumentEdit, newEdits: Bool, in transaction: WriteTransaction) throws -> RevisionID {
-        guard let id = edit.id else { throw CouchError.badRequest("Document id is missing") }
-        if let attachments = edit.attachments, !attachments.isEmpty {
-            throw CouchError(.notImplemented, "Attachments are not supported yet")
+    /// Adds or replaces one attachment (`PUT /db/doc/att`), keeping the rest of the revision.
+    public func putAttachment(_ id: DocumentID, revision: RevisionID?, name: String, contentType: String,
+                              blob: StagedBlob) throws -> RevisionID {
+        let result: RevisionID
+        do {
+            result = try writer.perform { transaction in
+            try self.inSavepoint(transaction) {
+                let parent = try self.parentContent(id, revision: revision, connection: transaction.connection)
+                var inputs = parent.attachments.filter { $0.name != name }.map(AttachmentInput.kept)
+                inputs.append(.blob(name: name, contentType: contentType, blob: blob, encoding: nil,
+                                    length: blob.length, revpos: nil))
+                let edit = DocumentEdit(id: id, revision: revision, body: parent.body)
+                return try self.apply(PreparedEdit(edit: edit, attachments: inputs, staged: []), newEdits: true, in: transaction)
+            }.get()
+            }
+        } catch {
+            attachments.release([blob])
+            if blob.isNew { removeIfUnreferenced([blob]) }
+            throw error
         }
+        attachments.release([blob])
+        return result
+    }
+
+    /// Removes one attachment (`DELETE /db/doc/att?rev=`).
+    public func deleteAttachment(_ id: DocumentID, revision: RevisionID, name: String) throws -> RevisionID {
+        try writer.perform { transaction in
+            try self.inSavepoint(transaction) {
+                let parent = try self.parentContent(id, revision: revision, connection: transaction.connection)
+                guard parent.attachments.contains(where: { $0.name == name }) else { throw CouchError.notFound("Document is missing attachment") }
+                let inputs = parent.attachments.filter { $0.name != name }.map(AttachmentInput.kept)
+                let edit = DocumentEdit(id: id, revision: revision, body: parent.body)
+                return try self.apply(PreparedEdit(edit: edit, attachments: inputs, staged: []), newEdits: true, in: transaction)
+            }.get()
+        }
+    }
+
+    private func inSavepoint(_ transaction: WriteTransaction, _ body: () throws -> RevisionID) -> WriteResult {
+        let saved = transaction.sequence
+        do {
+            try transaction.connection.execute("SAVEPOINT document")
+            do {
+                let revision = try body()
+                try transaction.connection.execute("RELEASE document")
+                return .success(revision)
+            } catch {
+                transaction.sequence = saved
+                try? transaction.connection.execute("ROLLBACK TO document")
+                try? transaction.connection.execute("RELEASE document")
+                throw error
+            }
+        } catch let error as CouchError {
+            return .failure(error)
+        } catch {
+            return .failure(CouchError(.unknownError, String(describing: error)))
+        }
+    }
+
+    /// The body and attachments an attachment edit starts from: the given leaf, or none
+    /// for a new document.
+    private func parentContent(_ id: DocumentID, revision: RevisionID?,
+                               connection: SQLiteConnection) throws -> (body: JSONObject, attachments: [AttachmentInfo]) {
+        guard let revision else { return (JSONObject(), []) }
+        guard let record = try Self.record(id, connection: connection), record.tree.isLeaf(revision),
+              let stored = try Self.revisionBody(record, revision, connection: connection) else {
+            throw CouchError.documentConflict
+        }
+        guard case .object(let body) = try JSONValue.parse(stored.body) else {
+            throw CouchError.internalError("stored body is not an object")
+        }
+        return (body, stored.attachments)
+    }
+
+    private func apply(_ prepared: PreparedEdit, newEdits: Bool, in transaction: WriteTransaction) throws -> RevisionID {
+        let edit = prepared.edit
+        guard let id = edit.id else { throw CouchError.badRequest("Document id is missing") }
         if id.isLocal { return try applyLocal(edit, id: id, in: transaction) }
         let connection = transaction.connection
-        var existing: (key: Int, tree: RevisionTree, winner: RevisionID, body: [UInt8])?
+        var existing: (key: Int, tree: RevisionTree, winner: RevisionID, body: [UInt8], attachments: [UInt8])?
         try connection.query(
-            "SELECT doc_key, revision_tree, winning_rev, body FROM documents WHERE doc_id = ?", [.text(id.rawValue)]
+            "SELECT doc_key, revision_tree, winning_rev, body, attachments FROM documents WHERE doc_id = ?", [.text(id.rawValue)]
         ) { row in
-            existing = (row.int(0), try decodeTree(row.blob(1)), try parseRevision(row.text(2)), row.blob(3))
+            existing = (row.int(0), try decodeTree(row.blob(1)), try parseRevision(row.text(2)), row.blob(3), row.blob(4))
         }
         var tree = existing?.tree ?? RevisionTree()
+        let record = existing.map { DocumentRecord(id: id, sequence: 0, tree: $0.tree, winner: $0.winner, isDeleted: false) }
         let history: [RevisionID]
+        let attachmentList: [AttachmentInfo]
         if newEdits {
             let parent = try parentRevision(for: edit, tree: tree)
-            let revision = edit.nextRevision(after: parent)
+            let generation = (parent?.generation ?? 0) + 1
+            let candidates = try parent.map { [$0] } ?? []
+            attachmentList = try resolve(prepared, id: id, generation: generation, newEdits: true,
+                                         ancestors: candidates, record: record, connection: connection)
+            let revision = edit.nextRevision(after: parent, attachmentDigests: attachmentList.map { "\($0.name):\($0.digest)" })
             if tree.contains(revision) { throw CouchError.documentConflict }
             history = [revision] + (parent.map { tree.history(of: $0) } ?? [])
         } else {
@@ -68,9 +164,13 @@ extension Database {
             if let revision = edit.revision, revision != history[0] {
                 throw CouchError.badRequest("_rev does not match _revisions")
             }
+            if tree.contains(history[0]) { return history[0] }
+            attachmentList = try resolve(prepared, id: id, generation: history[0].generation, newEdits: false,
+                                         ancestors: Array(history.dropFirst()), record: record, connection: connection)
         }
         let revision = history[0]
         let body = edit.bodyBytes
+        let attachmentBytes: SQLiteValue = attachmentList.isEmpty ? .null : .blob(AttachmentInfo.encode(attachmentList))
         switch tree.merge(history: history, isDeleted: edit.isDeleted, hasBody: true) {
         case .alreadyKnown:
             return revision
@@ -87,41 +187,46 @@ extension Database {
 
         guard let existing else {
             try connection.run(
-                "INSERT INTO documents (doc_id, sequence, deleted, winning_rev, body, revision_tree) VALUES (?, ?, ?, ?, ?, ?)",
+                "INSERT INTO documents (doc_id, sequence, deleted, winning_rev, body, revision_tree, attachments) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 [.text(id.rawValue), .int(sequence), .int(winner.isDeleted ? 1 : 0), .text(winner.revision.description),
-                 .blob(body), .blob(tree.encoded())])
+                 .blob(body), .blob(tree.encoded()), attachmentBytes])
             return revision
         }
         // The winner's body lives in the row; every other stored body in revision_bodies.
-        var winnerBody = existing.body
+        var winnerBody: SQLiteValue = .blob(existing.body)
+        var winnerAttachments: SQLiteValue = existing.attachments.isEmpty ? .null : .blob(existing.attachments)
         if winner.revision != existing.winner {
             if tree.contains(existing.winner) {
-                try connection.run("INSERT OR REPLACE INTO revision_bodies (doc_key, rev_id, body) VALUES (?, ?, ?)",
-                                   [.int(existing.key), .text(existing.winner.description), .blob(existing.body)])
+                try connection.run("INSERT OR REPLACE INTO revision_bodies (doc_key, rev_id, body, attachments) VALUES (?, ?, ?, ?)",
+                                   [.int(existing.key), .text(existing.winner.description), winnerBody, winnerAttachments])
             }
             if winner.revision == revision {
-                winnerBody = body
+                winnerBody = .blob(body)
+                winnerAttachments = attachmentBytes
             } else {
-                var found: [UInt8]?
-                try connection.query("SELECT body FROM revision_bodies WHERE doc_key = ? AND rev_id = ?",
-                                     [.int(existing.key), .text(winner.revision.description)]) { found = $0.blob(0) }
-                winnerBody = found ?? Array("{}".utf8)
+                winnerBody = .blob(Array("{}".utf8))
+                winnerAttachments = .null
+                try connection.query("SELECT body, attachments FROM revision_bodies WHERE doc_key = ? AND rev_id = ?",
+                                     [.int(existing.key), .text(winner.revision.description)]) { row in
+                    winnerBody = .blob(row.blob(0))
+                    winnerAttachments = row.isNull(1) ? .null : .blob(row.blob(1))
+                }
             }
             try connection.run("DELETE FROM revision_bodies WHERE doc_key = ? AND rev_id = ?",
                                [.int(existing.key), .text(winner.revision.description)])
         }
         if winner.revision != revision {
-            try connection.run("INSERT OR REPLACE INTO revision_bodies (doc_key, rev_id, body) VALUES (?, ?, ?)",
-                               [.int(existing.key), .text(revision.description), .blob(body)])
+            try connection.run("INSERT OR REPLACE INTO revision_bodies (doc_key, rev_id, body, attachments) VALUES (?, ?, ?, ?)",
+                               [.int(existing.key), .text(revision.description), .blob(body), attachmentBytes])
         }
         for stemmed in removed {
             try connection.run("DELETE FROM revision_bodies WHERE doc_key = ? AND rev_id = ?",
                                [.int(existing.key), .text(stemmed.description)])
         }
         try connection.run(
-            "UPDATE documents SET sequence = ?, deleted = ?, winning_rev = ?, body = ?, revision_tree = ? WHERE doc_key = ?",
+            "UPDATE documents SET sequence = ?, deleted = ?, winning_rev = ?, body = ?, revision_tree = ?, attachments = ? WHERE doc_key = ?",
             [.int(sequence), .int(winner.isDeleted ? 1 : 0), .text(winner.revision.description),
-             .blob(winnerBody), .blob(tree.encoded()), .int(existing.key)])
+             winnerBody, .blob(tree.encoded()), winnerAttachments, .int(existing.key)])
         return revision
     }
 

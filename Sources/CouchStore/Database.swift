@@ -13,6 +13,7 @@ public final class Database: @unchecked Sendable {
     public let notifier = ChangeNotifier()
     let writer: WriteQueue
     let readers: ReaderPool
+    public let attachments: AttachmentStore
     private let settingsLock = NSLock()
     private var cachedRevsLimit: Int
     private let compactionLock = NSLock()
@@ -42,8 +43,13 @@ public final class Database: @unchecked Sendable {
         let sequence = try connection.scalarInt("SELECT max(sequence) FROM documents") ?? 0
         writer = WriteQueue(connection: connection, committedSequence: sequence)
         readers = ReaderPool(path: path)
+        attachments = try AttachmentStore(directory: Database.attachmentDirectory(for: path))
         let notifier = self.notifier
         writer.onCommit = { sequence in notifier.post(.committed(sequence: sequence)) }
+    }
+
+    static func attachmentDirectory(for path: String) -> String {
+        String(path.dropLast(DatabaseManager.fileExtension.count)) + ".attachments"
     }
 
     /// The last committed sequence.
@@ -88,11 +94,11 @@ public final class Database: @unchecked Sendable {
             let freePages = try connection.scalarInt("PRAGMA freelist_count") ?? 0
             let external = try connection.scalarInt(
                 "SELECT coalesce(sum(length(body)), 0) FROM documents") ?? 0
-            let walSize = (try? FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? Int) ?? 0
+            let walSize = ((try? FileManager.default.attributesOfItem(atPath: path + "-wal"))?[.size] as? Int) ?? 0
             return DatabaseInfo(
                 name: name, documentCount: live, deletedDocumentCount: deleted,
                 updateSequence: updateSequence,
-                fileSize: pageCount * pageSize + (walSize ?? 0),
+                fileSize: pageCount * pageSize + walSize,
                 activeSize: (pageCount - freePages) * pageSize,
                 externalSize: external,
                 instanceStartTime: instanceStartTime,

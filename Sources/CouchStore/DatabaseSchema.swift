@@ -32,6 +32,12 @@ enum DatabaseSchema {
                 body BLOB NOT NULL
             ) WITHOUT ROWID;
             """),
+        // Attachment metadata (JSON: name → content_type, length, digest, revpos, blob key)
+        // beside each stored body.
+        Migration(name: "v2-attachments", sql: """
+            ALTER TABLE documents ADD COLUMN attachments BLOB;
+            ALTER TABLE revision_bodies ADD COLUMN attachments BLOB;
+            """),
     ]
 
     static func configure(_ connection: SQLiteConnection) throws(CouchError) {

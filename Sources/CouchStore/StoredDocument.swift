@@ -23,12 +23,14 @@ public struct StoredRevision: Sendable {
     public let revision: RevisionID
     public let isDeleted: Bool
     public let body: [UInt8]
+    public let attachments: [AttachmentInfo]
 
-    public init(id: DocumentID, revision: RevisionID, isDeleted: Bool, body: [UInt8]) {
+    public init(id: DocumentID, revision: RevisionID, isDeleted: Bool, body: [UInt8], attachments: [AttachmentInfo] = []) {
         self.id = id
         self.revision = revision
         self.isDeleted = isDeleted
         self.body = body
+        self.attachments = attachments
     }
 }
 
@@ -54,8 +56,9 @@ public struct ChangeRow: Sendable {
     public let isDeleted: Bool
     /// Present when asked for (all leaves, conflicts).
     public let tree: RevisionTree?
-    /// The winning revision's body, when asked for.
+    /// The winning revision's body and attachments, when asked for.
     public let body: [UInt8]?
+    public let attachments: [AttachmentInfo]
 }
 
 public struct ChangesQuery: Sendable {
@@ -95,4 +98,5 @@ public struct AllDocumentsRow: Sendable {
     public let sequence: Int
     public let tree: RevisionTree?
     public let body: [UInt8]?
+    public let attachments: [AttachmentInfo]
 }

@@ -7,27 +7,69 @@ import Logging
 
 struct Serve: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Serve the databases of a data directory over HTTP.")
+        abstract: "Serve the databases of a data directory over HTTP.",
+        discussion: """
+            With no server admin, every client is an admin (CouchDB's "admin party"): allowed on \
+            127.0.0.1 only. Admins given with --admin or in --config are stored hashed (PBKDF2-SHA256) \
+            in the data directory and need not be given again.
+            """)
 
-    @Option(help: "TCP port to listen on; 0 picks a free port and prints it.")
-    var port = 5984
+    @Option(help: "TCP port to listen on (default 5984); 0 picks a free port and prints it.")
+    var port: Int?
 
-    @Option(help: "IPv4 address to bind; the default only accepts connections from this machine.")
-    var bind = "127.0.0.1"
+    @Option(help: "IPv4 address to bind (default 127.0.0.1, this machine only). Any other needs a server admin.")
+    var bind: String?
 
     @Option(name: .customLong("data-dir"), help: "Directory holding one SQLite file per database; created if missing.")
     var dataDirectory = "./data"
 
-    @Option(help: "HTTP worker threads (requests handled at once).")
-    var threads = 16
+    @Option(help: "HTTP worker threads (requests handled at once; default 16).")
+    var threads: Int?
 
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel = "info"
 
+    @Option(name: .customLong("config"),
+            help: "A CouchDB-style ini file ([chttpd], [couchdb], [chttpd_auth], [cors], [admins]...). Passwords in clear in its [admins] are replaced by their hashes, as CouchDB does.")
+    var configFile: String?
+
+    @Option(name: .customLong("admin"), parsing: .singleValue,
+            help: "A server admin, NAME:PASSWORD; repeatable. Stored hashed; the password is never logged.")
+    var admins: [String] = []
+
+    @Option(name: .customLong("cors-origins"),
+            help: "Comma-separated origins allowed to call from a browser (https://example.com), or *. CORS is off by default.")
+    var corsOrigins: String?
+
+    @Flag(name: .customLong("cors-credentials"), help: "Let allowed origins send cookies and Authorization.")
+    var corsCredentials = false
+
+    @Option(name: .customLong("session-timeout"), help: "Seconds a session cookie lives (default 600).")
+    var sessionTimeout: Int?
+
+    @Flag(name: .customLong("require-valid-user"), help: "Refuse anonymous requests (except logging in).")
+    var requireValidUser = false
+
+    @Option(name: .customLong("max-document-size"), help: "Largest document in bytes (default 8000000).")
+    var maximumDocumentSize: Int?
+
+    @Option(name: .customLong("max-request-size"), help: "Largest request body kept in memory, in bytes (default 64 MiB).")
+    var maximumRequestSize: Int?
+
+    @Option(name: .customLong("max-connections"), help: "Concurrent connections accepted (default 8192).")
+    var maximumConnections: Int?
+
+    @Option(name: .customLong("idle-timeout"), help: "Seconds before an idle connection is closed (default 300; feeds waiting for changes excepted).")
+    var idleTimeout: Int?
+
     func validate() throws {
-        guard (0...65535).contains(port) else { throw ValidationError("--port must be between 0 and 65535") }
-        guard threads > 0 else { throw ValidationError("--threads must be positive") }
+        if let port { guard (0...65535).contains(port) else { throw ValidationError("--port must be between 0 and 65535") } }
+        if let threads { guard threads > 0 else { throw ValidationError("--threads must be positive") } }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level \(logLevel)") }
+        for admin in admins where AdminEntry(commandLine: admin) == nil {
+            // Never echo the value: it holds a password.
+            throw ValidationError("--admin takes NAME:PASSWORD (a name without =, [, ] or ;, and a non-empty password)")
+        }
     }
 
     func run() throws {
@@ -38,21 +80,56 @@ struct Serve: ParsableCommand {
             return handler
         }
         let logger = Logger(label: "couchette")
+        let configuration = try serverConfiguration(logger: logger)
         let databases = try DatabaseManager(directory: dataDirectory)
-        let server = CouchServer(databases: databases)
-        var configuration = ListenerConfiguration()
-        configuration.port = port
-        configuration.bindAddress = bind
-        configuration.threadCount = threads
-        let listener = Listener(configuration: configuration, handler: server.handle)
+        let server = try CouchServer(databases: databases, configuration: configuration)
+        if server.isAdminParty {
+            logger.warning("""
+                NO SERVER ADMIN IS CONFIGURED: every client is an admin (CouchDB's "admin party"). \
+                Allowed only because Couchette listens on \(configuration.listener.bindAddress); \
+                create an admin with --admin NAME:PASSWORD.
+                """)
+        }
+        let listener = Listener(configuration: configuration.listener, handler: server)
         try listener.start()
         // Written unbuffered, so a parent process reading the chosen port sees it at once.
-        let banner = "Couchette \(ServerInfo.version) listening on http://\(bind):\(listener.port)/ (data in \(dataDirectory))\n"
+        let address = configuration.listener.bindAddress
+        let banner = "Couchette \(ServerInfo.version) listening on http://\(address):\(listener.port)/ (data in \(dataDirectory))\n"
         FileHandle.standardOutput.write(Data(banner.utf8))
-        logger.info("listening on \(bind):\(listener.port)")
+        logger.info("listening on \(address):\(listener.port)")
         ShutdownSignals.wait { signal in
             logger.info("received \(signal), stopping")
             listener.stop()
         }
+    }
+
+    /// Defaults, then the configuration file, then command-line options.
+    private func serverConfiguration(logger: Logger) throws -> ServerConfiguration {
+        var configuration = ServerConfiguration()
+        if let configFile {
+            try configuration.apply(ConfigurationFile(contentsOf: configFile))
+            if try ConfigurationFile.hashAdminPasswords(in: configFile, iterations: configuration.authentication.iterations) {
+                logger.notice("replaced the admin passwords in \(configFile) by their hashes")
+                configuration.authentication.admins = []
+                try configuration.apply(ConfigurationFile(contentsOf: configFile))
+            }
+        }
+        if let port { configuration.listener.port = port }
+        if let bind { configuration.listener.bindAddress = bind }
+        if let threads { configuration.listener.threadCount = threads }
+        configuration.authentication.admins += admins.compactMap(AdminEntry.init(commandLine:))
+        if let corsOrigins {
+            configuration.cors.origins = corsOrigins.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+                .filter { !$0.isEmpty }
+        }
+        if corsCredentials { configuration.cors.credentials = true }
+        if let sessionTimeout { configuration.authentication.sessionTimeout = sessionTimeout }
+        if requireValidUser { configuration.authentication.requireValidUser = true }
+        if let maximumDocumentSize { configuration.maximumDocumentSize = maximumDocumentSize }
+        if let maximumRequestSize { configuration.listener.maximumBodySize = maximumRequestSize }
+        if let maximumConnections { configuration.listener.connectionLimit = maximumConnections }
+        if let idleTimeout { configuration.listener.idleTimeoutSeconds = idleTimeout }
+        try configuration.validate()
+        return configuration
     }
 }

@@ -454,10 +454,11 @@ private func parseError(_ text: String) -> JSONParseError? {
         #expect(o["x"] == 3)
         let literal: JSONObject = ["p": 1, "q": "s", "r": nil]
         #expect(literal.keys == ["p", "q", "r"])
-        let filtered: JSONObject = literal.filter { $0.key != "q" }
+        let filtered = literal.filter { $0.key != "q" }  // JSONObject's own filter, not Sequence's
         #expect(filtered.keys == ["p", "r"])
+        #expect(filtered["r"] == .null)
         var seen: [String] = []
-        for member in literal { seen.append(member.key) }
+        for (key, _) in literal { seen.append(key) }
         #expect(seen == ["p", "q", "r"])
         #expect(literal.members.map(\.value) == [1, "s", nil])
         #expect(literal == ["r": nil, "p": 1, "q": "s"])

@@ -775,7 +775,7 @@ public final class HTTPTestConnection: @unchecked Sendable {
     private func connectSocket() throws {
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
-        #if os(Linux)
+        #if canImport(Glibc)
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
         #else
         hints.ai_socktype = SOCK_STREAM
@@ -942,7 +942,7 @@ private func monotonicNow() -> Double {
 /// thousands of sockets.
 private let fileDescriptorLimitRaised: Bool = {
     var limit = rlimit()
-    #if os(Linux)
+    #if canImport(Glibc)
     let resource = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
     #else
     let resource = RLIMIT_NOFILE

@@ -10,17 +10,21 @@ public final class TestServer: @unchecked Sendable {
     public let directory: String
     public let databases: DatabaseManager
     public let listener: Listener
+    public let server: CouchServer
     public var port: Int { listener.port }
 
-    public init(directory existing: String? = nil, configure: (inout ListenerConfiguration) -> Void = { _ in }) throws {
+    /// `configuration` sets admins, CORS, limits...; the listener always takes an ephemeral
+    /// loopback port, and `configure` may still adjust it.
+    public init(directory existing: String? = nil, configuration: ServerConfiguration = ServerConfiguration(),
+                configure: (inout ListenerConfiguration) -> Void = { _ in }) throws {
         TestLogging.bootstrapped
         directory = existing ?? TestServer.makeTemporaryDirectory()
         databases = try DatabaseManager(directory: directory)
-        let server = CouchServer(databases: databases)
-        var configuration = ListenerConfiguration()
-        configuration.port = 0
-        configure(&configuration)
-        listener = Listener(configuration: configuration, handler: server.handle)
+        var configuration = configuration
+        configuration.listener.port = 0
+        configure(&configuration.listener)
+        server = try CouchServer(databases: databases, configuration: configuration)
+        listener = Listener(configuration: configuration.listener, handler: server)
         try listener.start()
     }
 
@@ -74,6 +78,22 @@ public final class TestServer: @unchecked Sendable {
         }
         return rev
     }
+}
+
+extension ServerConfiguration {
+    /// A configuration for tests: these admins (name: password), and few PBKDF2
+    /// iterations so that hashing passwords costs microseconds.
+    public static func testing(admins: [String: String] = [:]) -> ServerConfiguration {
+        var configuration = ServerConfiguration()
+        configuration.authentication.iterations = 10
+        configuration.authentication.admins = admins.sorted { $0.key < $1.key }.map { AdminEntry(name: $0.key, secret: $0.value) }
+        return configuration
+    }
+}
+
+/// `Authorization: Basic` for a name and password.
+public func basicAuthorization(_ name: String, _ password: String) -> (String, String) {
+    ("Authorization", "Basic " + Data("\(name):\(password)".utf8).base64EncodedString())
 }
 
 public enum TestServerError: Error, CustomStringConvertible {

@@ -33,4 +33,7 @@ CURLcode couchette_curl_set_pointer(CURL *handle, CURLoption option, void *value
 CURLcode couchette_curl_set_offset(CURL *handle, CURLoption option, curl_off_t value);
 CURLcode couchette_curl_get_long(CURL *handle, CURLINFO info, long *value);
 
+/// Typed wrapper for curl_multi_setopt (connection limits of a multi handle).
+CURLMcode couchette_curl_multi_set_long(CURLM *multi, CURLMoption option, long value);
+
 #endif

@@ -7,8 +7,9 @@ struct ChangeRowWriter: Sendable {
     let allLeaves: Bool
     let includeDocs: Bool
     let conflicts: Bool
+    let attachments: AttachmentRenderOptions
 
-    func append(_ row: ChangeRow, to output: inout [UInt8]) {
+    func append(_ row: ChangeRow, to output: inout [UInt8]) throws {
         output.append(contentsOf: #"{"seq":"#.utf8)
         output.append(contentsOf: String(row.sequence).utf8)
         output.append(contentsOf: #","id":"#.utf8)
@@ -27,11 +28,13 @@ struct ChangeRowWriter: Sendable {
             output.append(contentsOf: #","doc":"#.utf8)
             var options = DocumentRenderOptions()
             options.conflicts = conflicts
-            let revision = StoredRevision(id: row.id, revision: row.winner, isDeleted: row.isDeleted, body: body)
+            options.attachments = attachments
+            let revision = StoredRevision(id: row.id, revision: row.winner, isDeleted: row.isDeleted, body: body,
+                                          attachments: row.attachments)
             let record = row.tree.map {
                 DocumentRecord(id: row.id, sequence: row.sequence, tree: $0, winner: row.winner, isDeleted: row.isDeleted)
             }
-            DocumentJSON.render(revision, record: record, options: options, into: &output)
+            try DocumentJSON.render(revision, record: record, options: options, into: &output)
         }
         output.append(UInt8(ascii: "}"))
     }

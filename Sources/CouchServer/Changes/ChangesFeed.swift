@@ -1,6 +1,7 @@
 import CouchCore
 import CouchStore
 import Foundation
+import Logging
 
 /// A `_changes` response of any feed type, produced as the client reads it. While
 /// caught up, a longpoll, continuous or eventsource feed waits without a thread: the
@@ -10,6 +11,7 @@ final class ChangesFeed: ResponseStream, @unchecked Sendable {
     private let options: ChangesOptions
     private let rows: ChangeRowWriter
     private static let batchSize = 500
+    private let logger = Logger(label: "couchette.changes")
 
     // Touched only by `read`, which the listener calls on one thread at a time.
     private var position: Int
@@ -31,7 +33,8 @@ final class ChangesFeed: ResponseStream, @unchecked Sendable {
     init(database: Database, options: ChangesOptions) {
         self.database = database
         self.options = options
-        rows = ChangeRowWriter(allLeaves: options.allLeaves, includeDocs: options.includeDocs, conflicts: options.conflicts)
+        rows = ChangeRowWriter(allLeaves: options.allLeaves, includeDocs: options.includeDocs, conflicts: options.conflicts,
+                               attachments: options.attachments)
         position = options.sinceNow ? database.updateSequence : options.since
     }
 
@@ -209,17 +212,28 @@ final class ChangesFeed: ResponseStream, @unchecked Sendable {
     }
 
     private func appendRow(_ row: ChangeRow) {
+        var rendered: [UInt8] = []
+        do {
+            try rows.append(row, to: &rendered)
+        } catch {
+            // An attachment body that cannot be read: the row still goes out, with stubs.
+            logger.error("cannot render attachments of \(row.id): \(error)")
+            rendered.removeAll()
+            try? ChangeRowWriter(allLeaves: options.allLeaves, includeDocs: options.includeDocs,
+                                 conflicts: options.conflicts, attachments: AttachmentRenderOptions())
+                .append(row, to: &rendered)
+        }
         switch options.feed {
         case .normal, .longpoll:
             if !preludeSent { beginResults() }
             if emitted > 0 { output.append(contentsOf: ",\n".utf8) }
-            rows.append(row, to: &output)
+            output.append(contentsOf: rendered)
         case .continuous:
-            rows.append(row, to: &output)
+            output.append(contentsOf: rendered)
             output.append(UInt8(ascii: "\n"))
         case .eventsource:
             output.append(contentsOf: "data: ".utf8)
-            rows.append(row, to: &output)
+            output.append(contentsOf: rendered)
             output.append(contentsOf: "\nid: \(row.sequence)\n\n".utf8)
         }
         emitted += 1

@@ -20,6 +20,7 @@ struct ChangesOptions: Sendable {
     /// Milliseconds of idleness after which a waiting feed ends (ignored with a heartbeat, as in CouchDB).
     var timeout = 60_000
     var filter: ChangeFilter?
+    var attachments = AttachmentRenderOptions()
 
     static let defaultHeartbeat = 60_000
 
@@ -56,6 +57,7 @@ struct ChangesOptions: Sendable {
             timeout = value
         }
         filter = try Self.filter(context, body: body)
+        attachments = try AttachmentRenderOptions(context, store: try context.database().attachments)
     }
 
     /// Sequences are integers; clients may send them as numbers, strings, or CouchDB's

@@ -29,6 +29,7 @@ enum AllDocumentsRoute {
         let includeDocs = try context.boolOption("include_docs")
         var render = DocumentRenderOptions()
         render.conflicts = try context.boolOption("conflicts")
+        render.attachments = try AttachmentRenderOptions(context, store: database.attachments)
         var query = AllDocumentsQuery()
         query.descending = try context.boolOption("descending")
         query.inclusiveEnd = try context.boolOption("inclusive_end", default: true)
@@ -81,7 +82,7 @@ enum AllDocumentsRoute {
         output.append(contentsOf: #","rows":["#.utf8)
         for (index, row) in rows.enumerated() {
             output.append(contentsOf: index == 0 ? "\n".utf8 : ",\n".utf8)
-            row.write(to: &output, includeDocs: includeDocs, render: render)
+            try row.write(to: &output, includeDocs: includeDocs, render: render)
         }
         output.append(contentsOf: "\n]}\n".utf8)
         return .json(200, bytes: output)
@@ -99,7 +100,7 @@ enum AllDocumentsRoute {
         let key: JSONValue
         let row: AllDocumentsRow?
 
-        func write(to output: inout [UInt8], includeDocs: Bool, render: DocumentRenderOptions) {
+        func write(to output: inout [UInt8], includeDocs: Bool, render: DocumentRenderOptions) throws {
             guard let row else {
                 output.append(contentsOf: #"{"key":"#.utf8)
                 key.write(to: &output)
@@ -119,11 +120,12 @@ enum AllDocumentsRoute {
                 if row.isDeleted {
                     output.append(contentsOf: "null".utf8)
                 } else {
-                    let revision = StoredRevision(id: row.id, revision: row.winner, isDeleted: false, body: row.body ?? [])
+                    let revision = StoredRevision(id: row.id, revision: row.winner, isDeleted: false, body: row.body ?? [],
+                                                  attachments: row.attachments)
                     let record = row.tree.map {
                         DocumentRecord(id: row.id, sequence: row.sequence, tree: $0, winner: row.winner, isDeleted: false)
                     }
-                    DocumentJSON.render(revision, record: record, options: render, into: &output)
+                    try DocumentJSON.render(revision, record: record, options: render, into: &output)
                 }
             }
             output.append(UInt8(ascii: "}"))

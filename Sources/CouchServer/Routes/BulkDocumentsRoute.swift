@@ -20,7 +20,18 @@ enum BulkDocumentsRoute {
             if edit.id == nil, newEdits { edit.id = DocumentID(Digest.randomHex(bytes: 16)) }
             return edit
         }
-        let results = try context.database().bulkUpdate(edits, newEdits: newEdits)
+        // Each document passes the authorization policy's write check; a refused one
+        // gets its error as its result and is not written.
+        let database = try context.database()
+        let authorized = try context.authorizedEdits(edits, in: database, newEdits: newEdits)
+        let accepted = authorized.compactMap { try? $0.get() }
+        var written = (accepted.isEmpty ? [] : try database.bulkUpdate(accepted, newEdits: newEdits)).makeIterator()
+        let results = authorized.map { result -> WriteResult in
+            switch result {
+            case .success: written.next() ?? .failure(CouchError.internalError("missing write result"))
+            case .failure(let error): .failure(error)
+            }
+        }
         var output: [JSONValue] = []
         for (edit, result) in zip(edits, results) {
             let id = JSONValue(edit.id?.rawValue ?? "")

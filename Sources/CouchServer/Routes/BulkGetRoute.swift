@@ -33,12 +33,14 @@ enum BulkGetRoute {
         }
         var options = DocumentRenderOptions()
         options.revisions = try context.boolOption("revs") || body["revs"]?.boolValue == true
+        options.attachments = try AttachmentRenderOptions(context, store: database.attachments)
+        if body["attachments"]?.boolValue == true { options.attachments.mode = .data }
         let latest = try context.boolOption("latest") || body["latest"]?.boolValue == true
         let outcomes = try items.map { try lookUp($0, database: database, latest: latest) }
         if context.request.accepts("multipart/mixed") {
-            return multipart(outcomes, options: options)
+            return try multipart(outcomes, options: options)
         }
-        return json(items, outcomes, options: options)
+        return try json(items, outcomes, options: options)
     }
 
     private static func lookUp(_ item: Item, database: Database, latest: Bool) throws -> [Outcome] {
@@ -61,7 +63,7 @@ enum BulkGetRoute {
         }
     }
 
-    private static func json(_ items: [Item], _ outcomes: [[Outcome]], options: DocumentRenderOptions) -> HTTPResponse {
+    private static func json(_ items: [Item], _ outcomes: [[Outcome]], options: DocumentRenderOptions) throws -> HTTPResponse {
         var output: [UInt8] = Array(#"{"results": ["#.utf8)
         for (index, (item, itemOutcomes)) in zip(items, outcomes).enumerated() {
             if index > 0 { output.append(contentsOf: ",\n".utf8) }
@@ -73,7 +75,7 @@ enum BulkGetRoute {
                 switch outcome {
                 case .found(let revision, let record):
                     output.append(contentsOf: #"{"ok":"#.utf8)
-                    DocumentJSON.render(revision, record: record, options: options, into: &output)
+                    try DocumentJSON.render(revision, record: record, options: options, into: &output)
                     output.append(UInt8(ascii: "}"))
                 case .failed(let id, let revision, let error):
                     output.append(contentsOf: #"{"error":"#.utf8)
@@ -87,20 +89,23 @@ enum BulkGetRoute {
         return .json(200, bytes: output)
     }
 
-    private static func multipart(_ outcomes: [[Outcome]], options: DocumentRenderOptions) -> HTTPResponse {
+    private static func multipart(_ outcomes: [[Outcome]], options: DocumentRenderOptions) throws -> HTTPResponse {
         var writer = MultipartWriter()
         for outcome in outcomes.joined() {
             switch outcome {
             case .found(let revision, let record):
-                writer.addPart(headers: [("Content-Type", "application/json")],
-                               body: DocumentJSON.render(revision, record: record, options: options))
+                if let related = try MultipartDocument.related(revision, record: record, options: options) {
+                    writer.addPart(headers: [], nested: related, subtype: "related")
+                } else {
+                    writer.addPart(headers: [("Content-Type", "application/json")],
+                                   body: try DocumentJSON.render(revision, record: record, options: options))
+                }
             case .failed(let id, let revision, let error):
                 writer.addPart(headers: [("Content-Type", "application/json; error=\"true\"")],
                                body: errorObject(id: id, revision: revision, error: error).serialized())
             }
         }
-        return HTTPResponse(status: 200, headers: [("Content-Type", writer.contentType(subtype: "mixed"))],
-                            body: .bytes(writer.finish()))
+        return writer.response(subtype: "mixed")
     }
 
     private static func errorObject(id: DocumentID, revision: RevisionID?, error: CouchError) -> JSONValue {

@@ -9,24 +9,70 @@ enum DocumentRoutes {
         if context.request.queryValue("open_revs") != nil {
             return try OpenRevisionsResponse.make(context, database: database, id: id)
         }
-        let options = try DocumentRenderOptions(context)
+        let options = try DocumentRenderOptions(context, store: database.attachments)
         let snapshot = try database.document(id, revision: try context.revisionOption())
         let etag = "\"\(snapshot.revision.revision)\""
         if context.request.header("if-none-match") == etag {
             return HTTPResponse(status: 304, headers: [("ETag", etag)])
         }
-        return .json(200, bytes: DocumentJSON.render(snapshot.revision, record: snapshot.record, options: options),
+        if context.request.accepts("multipart/related"),
+           let multipart = try MultipartDocument.related(snapshot.revision, record: snapshot.record, options: options) {
+            var response = multipart.response(subtype: "related")
+            response.headers.append(("ETag", etag))
+            return response
+        }
+        return .json(200, bytes: try DocumentJSON.render(snapshot.revision, record: snapshot.record, options: options),
                      headers: [("ETag", etag)])
     }
 
     static func putDocument(_ context: RouteContext) throws -> HTTPResponse {
         let id = try context.documentID
-        var edit = try DocumentEdit(json: try context.jsonBody())
+        let database = try context.database()
+        var following: [String: StagedBlob] = [:]
+        let json: JSONValue
+        if let upload = context.request.bodySink as? MultipartUploadSink {
+            let received = try upload.finish()
+            json = try parseDocument(received.document)
+            following = try matchFollowingParts(json, parts: received.parts, database: database)
+        } else {
+            json = try context.jsonBody()
+        }
+        var edit = try DocumentEdit(json: json)
         edit.id = id
         edit.revision = try reconcileRevision(body: edit.revision, request: try context.revisionOption())
         let newEdits = try context.boolOption("new_edits", default: true)
-        let revision = try context.database().bulkUpdate([edit], newEdits: newEdits)[0].get()
+        edit = try context.authorizedEdit(edit, in: database, newEdits: newEdits)
+        let revision = try database.bulkUpdate([edit], newEdits: newEdits, following: following)[0].get()
         return written(context, id: id, revision: revision)
+    }
+
+    private static func parseDocument(_ bytes: [UInt8]) throws(CouchError) -> JSONValue {
+        do {
+            return try JSONValue.parse(bytes)
+        } catch {
+            throw CouchError.badRequest("invalid UTF-8 JSON in the multipart document part")
+        }
+    }
+
+    /// Pairs the attachments marked `follows` with the uploaded parts: by the part's file
+    /// name when it has one, otherwise in the order the attachments appear. Parts left
+    /// over are released.
+    private static func matchFollowingParts(_ json: JSONValue, parts: [(filename: String?, blob: StagedBlob)],
+                                            database: Database) throws -> [String: StagedBlob] {
+        var remaining = parts
+        var matched: [String: StagedBlob] = [:]
+        let following = (json["_attachments"]?.objectValue ?? JSONObject()).filter { $0.value["follows"]?.boolValue == true }
+        for (name, _) in following {
+            let index = remaining.firstIndex { $0.filename == name } ?? remaining.firstIndex { $0.filename == nil }
+                ?? remaining.indices.first
+            guard let index else {
+                database.discardStaged(remaining.map(\.blob) + Array(matched.values))
+                throw CouchError.badRequest("Missing attachment body for \(name) in the multipart request")
+            }
+            matched[name] = remaining.remove(at: index).blob
+        }
+        database.discardStaged(remaining.map(\.blob))
+        return matched
     }
 
     static func postDocument(_ context: RouteContext) throws -> HTTPResponse {
@@ -34,7 +80,9 @@ enum DocumentRoutes {
         var edit = try DocumentEdit(json: try context.jsonBody())
         let id = edit.id ?? DocumentID(Digest.randomHex(bytes: 16))
         edit.id = id
-        let revision = try context.database().update(edit)
+        let database = try context.database()
+        edit = try context.authorizedEdit(edit, in: database)
+        let revision = try database.update(edit)
         return written(context, id: id, revision: revision)
     }
 
@@ -43,7 +91,8 @@ enum DocumentRoutes {
         let id = try context.documentID
         // CouchDB answers 404 (missing or deleted) before it looks at the revision.
         _ = try database.document(id)
-        let edit = DocumentEdit(id: id, revision: try context.revisionOption(), isDeleted: true)
+        let edit = try context.authorizedEdit(DocumentEdit(id: id, revision: try context.revisionOption(), isDeleted: true),
+                                              in: database)
         let revision = try database.update(edit)
         return .json(200, DocumentJSON.writeResult(id: id, revision: revision),
                      headers: [("ETag", "\"\(revision)\"")])
@@ -70,8 +119,9 @@ enum DocumentRoutes {
         guard case .object(let body) = try JSONValue.parse(source.revision.body) else {
             throw CouchError.internalError("stored body is not an object")
         }
-        let edit = DocumentEdit(id: targetID, revision: destinationRevision, body: body)
-        let revision = try database.update(edit)
+        let edit = try context.authorizedEdit(DocumentEdit(id: targetID, revision: destinationRevision, body: body),
+                                              in: database)
+        let revision = try database.update(edit, keeping: source.revision.attachments)
         return .json(201, DocumentJSON.writeResult(id: targetID, revision: revision),
                      headers: [("ETag", "\"\(revision)\"")])
     }

@@ -11,17 +11,18 @@ enum OpenRevisionsResponse {
         var options = DocumentRenderOptions()
         options.revisions = try context.boolOption("revs")
         options.conflicts = try context.boolOption("conflicts")
+        options.attachments = try AttachmentRenderOptions(context, store: database.attachments)
 
         guard let record = try database.record(id) else {
             if requested == nil { throw CouchError.notFound("missing") }
-            return render(context, results: requested!.map { .missing($0) })
+            return try render(context, results: requested!.map { .missing($0) })
         }
         let revisions = resolve(requested, tree: record.tree, latest: latest)
         let (current, stored) = try database.revisions(id, revisions)
         let results: [Result] = zip(revisions, stored).map { revision, body in
             body.map { .found($0) } ?? .missing(revision)
         }
-        return render(context, results: results, record: current ?? record, options: options)
+        return try render(context, results: results, record: current ?? record, options: options)
     }
 
     enum Result {
@@ -59,21 +60,24 @@ enum OpenRevisionsResponse {
     }
 
     static func render(_ context: RouteContext, results: [Result], record: DocumentRecord? = nil,
-                       options: DocumentRenderOptions = DocumentRenderOptions()) -> HTTPResponse {
+                       options: DocumentRenderOptions = DocumentRenderOptions()) throws -> HTTPResponse {
         if context.request.accepts("multipart/mixed") {
             var multipart = MultipartWriter()
             for result in results {
                 switch result {
                 case .found(let revision):
-                    multipart.addPart(headers: [("Content-Type", "application/json")],
-                                      body: DocumentJSON.render(revision, record: record, options: options))
+                    if let related = try MultipartDocument.related(revision, record: record, options: options) {
+                        multipart.addPart(headers: [], nested: related, subtype: "related")
+                    } else {
+                        multipart.addPart(headers: [("Content-Type", "application/json")],
+                                          body: try DocumentJSON.render(revision, record: record, options: options))
+                    }
                 case .missing(let revision):
                     multipart.addPart(headers: [("Content-Type", "application/json; error=\"true\"")],
                                       body: JSONValue.object(["missing": JSONValue(revision.description)]).serialized())
                 }
             }
-            return HTTPResponse(status: 200, headers: [("Content-Type", multipart.contentType(subtype: "mixed"))],
-                                body: .bytes(multipart.finish()))
+            return multipart.response(subtype: "mixed")
         }
         var output: [UInt8] = [UInt8(ascii: "[")]
         for (index, result) in results.enumerated() {
@@ -81,7 +85,7 @@ enum OpenRevisionsResponse {
             switch result {
             case .found(let revision):
                 output.append(contentsOf: #"{"ok":"#.utf8)
-                DocumentJSON.render(revision, record: record, options: options, into: &output)
+                try DocumentJSON.render(revision, record: record, options: options, into: &output)
                 output.append(UInt8(ascii: "}"))
             case .missing(let revision):
                 output.append(contentsOf: #"{"missing":"#.utf8)

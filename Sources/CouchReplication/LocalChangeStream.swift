@@ -1,0 +1,193 @@
+import CouchCore
+import CouchStore
+import Foundation
+
+/// A local database's change feed for the replicator: rows read in batches straight from
+/// the store's changes index, filtered here (`doc_ids`, `selector`, `_design`); a
+/// continuous feed waits for the database's commit notifications.
+final class LocalChangeStream: ChangeStream, @unchecked Sendable {
+    private let database: Database
+    private let request: ChangesRequest
+    private let filter: LocalFilter?
+    private static let batchSize = 500
+
+    private let lock = NSLock()
+    private var position: Int
+    private var lastEmitted: Int
+    private var buffer: [ChangeEvent] = []
+    private var reportedCaughtUp = false
+    private var finished = false
+    private var signalled = false
+    private var cancelled = false
+    private var waiter: CheckedContinuation<Void, Never>?
+    private var observer: Int?
+
+    init(database: Database, request: ChangesRequest) throws(ReplicationError) {
+        self.database = database
+        self.request = request
+        filter = try request.filter.map { filter throws(ReplicationError) in try LocalFilter(filter) }
+        position = request.since.leadingInteger ?? 0
+        lastEmitted = position
+        if request.continuous {
+            observer = database.notifier.observe { [weak self] _ in self?.signal() }
+        }
+    }
+
+    deinit {
+        if let observer { database.notifier.remove(observer) }
+    }
+
+    private func signal() {
+        lock.lock()
+        signalled = true
+        let waiter = self.waiter
+        self.waiter = nil
+        lock.unlock()
+        waiter?.resume()
+    }
+
+    func cancel() {
+        lock.lock()
+        cancelled = true
+        finished = true
+        let waiter = self.waiter
+        self.waiter = nil
+        lock.unlock()
+        waiter?.resume()
+        if let observer { database.notifier.remove(observer) }
+    }
+
+    func next() async throws(ReplicationError) -> ChangeEvent? {
+        while true {
+            lock.lock()
+            if !buffer.isEmpty {
+                let event = buffer.removeFirst()
+                lock.unlock()
+                return event
+            }
+            if finished || cancelled {
+                lock.unlock()
+                return nil
+            }
+            signalled = false
+            let since = position
+            lock.unlock()
+
+            let rows: [ChangeRow]
+            do {
+                let query = ChangesQuery(since: since, limit: Self.batchSize, includeTree: request.allLeaves,
+                                         includeBodies: filter?.needsDocument ?? false)
+                let database = self.database
+                rows = try await Blocking.run { try database.changes(query) }
+            } catch {
+                throw ReplicationError(.unknown, "cannot read the changes of \(database.name): \(error)")
+            }
+            if !rows.isEmpty {
+                let events = rows.compactMap { row -> ChangeEvent? in
+                    guard filter?.accepts(row) ?? true else { return nil }
+                    let revisions = request.allLeaves ? (row.tree?.leaves.map(\.revision) ?? [row.winner]) : [row.winner]
+                    return .change(Change(sequence: SourceSequence(JSONValue(row.sequence)), id: row.id,
+                                          revisions: revisions, isDeleted: row.isDeleted))
+                }
+                lock.lock()
+                position = rows.last!.sequence
+                if !events.isEmpty { lastEmitted = position }
+                buffer.append(contentsOf: events)
+                reportedCaughtUp = false
+                lock.unlock()
+                continue
+            }
+            // Caught up: a normal feed ends; a continuous one says so once, then waits.
+            lock.lock()
+            if !request.continuous {
+                finished = true
+                lock.unlock()
+                return .lastSequence(SourceSequence(JSONValue(since)))
+            }
+            if !reportedCaughtUp {
+                reportedCaughtUp = true
+                if lastEmitted != position {
+                    lastEmitted = position
+                    buffer.append(.caughtUp)
+                    lock.unlock()
+                    return .lastSequence(SourceSequence(JSONValue(position)))
+                }
+                lock.unlock()
+                return .caughtUp
+            }
+            if signalled || cancelled {
+                lock.unlock()
+                continue
+            }
+            lock.unlock()
+            await withTaskCancellationHandler {
+                await withCheckedContinuation { continuation in
+                    lock.lock()
+                    if signalled || cancelled {
+                        lock.unlock()
+                        continuation.resume()
+                    } else {
+                        waiter = continuation
+                        lock.unlock()
+                    }
+                }
+            } onCancel: {
+                self.cancel()
+            }
+        }
+    }
+}
+
+/// The filters a local source applies itself.
+struct LocalFilter: Sendable {
+    enum Kind: Sendable {
+        case documentIDs(Set<String>)
+        case selector(MangoSelector)
+        case designDocuments
+    }
+
+    let kind: Kind
+
+    init(_ filter: ReplicationFilter) throws(ReplicationError) {
+        switch filter {
+        case .documentIDs(let ids):
+            kind = .documentIDs(Set(ids))
+        case .selector(let selector):
+            do {
+                kind = .selector(try MangoSelector(selector))
+            } catch {
+                throw .badRequest("Invalid selector: \(error.reason)")
+            }
+        case .named("_design", _):
+            kind = .designDocuments
+        case .named("_doc_ids", let parameters):
+            let ids = parameters["doc_ids"].flatMap { value -> [String]? in
+                if let list = value.arrayValue { return list.compactMap(\.stringValue) }
+                return value.stringValue.flatMap { try? JSONValue.parse($0).arrayValue?.compactMap(\.stringValue) }
+            }
+            kind = .documentIDs(Set(ids ?? []))
+        case .named(let name, _):
+            throw ReplicationError(.notImplemented,
+                                   "filter `\(name)` cannot run on a local source: JavaScript filter functions are not supported yet")
+        }
+    }
+
+    var needsDocument: Bool {
+        if case .selector = kind { return true }
+        return false
+    }
+
+    func accepts(_ row: ChangeRow) -> Bool {
+        switch kind {
+        case .documentIDs(let ids): return ids.contains(row.id.rawValue)
+        case .designDocuments: return row.id.isDesign
+        case .selector(let selector):
+            var document: JSONObject = ["_id": JSONValue(row.id.rawValue), "_rev": JSONValue(row.winner.description)]
+            if let body = row.body, case .object(let members)? = try? JSONValue.parse(body) {
+                for (key, value) in members { document[key] = value }
+            }
+            if row.isDeleted { document["_deleted"] = true }
+            return selector.matches(.object(document))
+        }
+    }
+}

@@ -1,0 +1,212 @@
+import CouchCore
+import CouchStore
+import Foundation
+
+/// A database of this process, used through the store directly: no HTTP, no JSON
+/// round trip for the change feed or the revision trees.
+public final class LocalEndpoint: DatabaseEndpoint, @unchecked Sendable {
+    public let name: DatabaseName
+    private let databases: DatabaseManager
+    private let lock = NSLock()
+    private var opened: Database?
+
+    public init(name: DatabaseName, databases: DatabaseManager) {
+        self.name = name
+        self.databases = databases
+    }
+
+    public var displayName: String { name.rawValue }
+
+    private func database() throws(ReplicationError) -> Database {
+        lock.lock()
+        defer { lock.unlock() }
+        if let opened { return opened }
+        do {
+            let database = try databases.database(name)
+            opened = database
+            return database
+        } catch {
+            throw ReplicationError(.databaseNotFound, "could not open \(name.rawValue)")
+        }
+    }
+
+    /// Runs store work off the task threads, turning the store's errors into replication errors.
+    private func store<Value: Sendable>(_ work: @escaping @Sendable (Database) throws -> Value) async throws(ReplicationError) -> Value {
+        let database = try database()
+        do {
+            return try await Blocking.run { try work(database) }
+        } catch let error as ReplicationError {
+            throw error
+        } catch let error as CouchError {
+            throw Self.replicationError(error, database: name)
+        } catch {
+            throw ReplicationError(.unknown, String(describing: error))
+        }
+    }
+
+    static func replicationError(_ error: CouchError, database: DatabaseName) -> ReplicationError {
+        switch error.kind {
+        case .unauthorized: ReplicationError(.unauthorized, error.reason)
+        case .forbidden: ReplicationError(.forbidden, error.reason)
+        case .notFound where error.reason == CouchError.databaseMissing.reason:
+            ReplicationError(.databaseNotFound, "could not open \(database.rawValue)")
+        default: ReplicationError(.unknown, error.description)
+        }
+    }
+
+    public func open(create: Bool, createParameters: JSONObject) async throws(ReplicationError) -> EndpointInfo {
+        if create {
+            let (databases, name) = (self.databases, self.name)
+            _ = try? await Blocking.run { if !databases.exists(name) { _ = try databases.create(name) } }
+        }
+        return try await info()
+    }
+
+    public func info() async throws(ReplicationError) -> EndpointInfo {
+        let database = try database()
+        return EndpointInfo(updateSequence: SourceSequence(JSONValue(database.updateSequence)),
+                            instanceStartTime: database.instanceStartTime)
+    }
+
+    public func pendingChanges(since sequence: SourceSequence) async throws(ReplicationError) -> Int? {
+        let after = sequence.leadingInteger ?? 0
+        return try await store { try $0.pendingChanges(after: after) }
+    }
+
+    public func filterFunctionSource(designDocument: DocumentID, name: String) async throws(ReplicationError) -> String {
+        let body = try? await store { try $0.document(designDocument).revision.body }
+        guard let body, let value = try? JSONValue.parse(body), let source = value["filters"]?[name]?.stringValue else {
+            throw ReplicationError(.filterFetchError, "Couldn't open document `\(designDocument.rawValue)` with filter `\(name)` from source \(displayName)")
+        }
+        return source
+    }
+
+    public func localDocument(_ id: DocumentID) async throws(ReplicationError) -> JSONObject? {
+        let stored: LocalDocument? = try await store { database in
+            do {
+                return try database.localDocument(id)
+            } catch let error as CouchError where error.kind == .notFound {
+                return nil
+            }
+        }
+        guard let stored else { return nil }
+        var document: JSONObject = ["_id": JSONValue(id.rawValue), "_rev": JSONValue(stored.revisionID.description)]
+        if let body = try? JSONValue.parse(stored.body).objectValue {
+            for (key, value) in body { document[key] = value }
+        }
+        return document
+    }
+
+    public func putLocalDocument(_ id: DocumentID, _ body: JSONObject) async throws(ReplicationError) -> String {
+        var document = body
+        document["_id"] = JSONValue(id.rawValue)
+        let json = JSONValue.object(document)
+        do {
+            return try await store { database in
+                var edit = try DocumentEdit(json: json)
+                edit.id = id
+                return try database.update(edit).description
+            }
+        } catch where error.reason == CouchError.documentConflict.reason {
+            throw ReplicationError(.checkpointCommitFailure, "conflict")
+        }
+    }
+
+    public func ensureFullCommit() async throws(ReplicationError) -> String? {
+        try database().instanceStartTime
+    }
+
+    public func changes(_ request: ChangesRequest) async throws(ReplicationError) -> any ChangeStream {
+        try LocalChangeStream(database: try database(), request: request)
+    }
+
+    public func revisionsDifference(_ revisions: [(DocumentID, [RevisionID])]) async throws(ReplicationError) -> [MissingRevisions] {
+        try await store { database in
+            try database.revisionDifferences(revisions).map {
+                MissingRevisions(id: $0.id, missing: $0.missing, possibleAncestors: $0.possibleAncestors)
+            }
+        }
+    }
+
+    public func bulkGet(_ requests: [RevisionRequest]) async throws(ReplicationError) -> [FetchResult] {
+        try await store { database in
+            var results: [FetchResult] = []
+            for request in requests {
+                results += try Self.read(database, request.id, [request.revision], latest: true)
+            }
+            return results
+        }
+    }
+
+    public func openRevisions(_ id: DocumentID, _ revisions: [RevisionID]) async throws(ReplicationError) -> [FetchResult] {
+        try await store { try Self.read($0, id, revisions, latest: true) }
+    }
+
+    /// Revisions of one document as replication carries them: `_revisions`, `_deleted`,
+    /// and attachment stubs (which send the revision down the attachment road).
+    static func read(_ database: Database, _ id: DocumentID, _ requested: [RevisionID], latest: Bool) throws -> [FetchResult] {
+        guard let record = try database.record(id) else { return requested.map { .missing(id, $0) } }
+        var revisions: [RevisionID] = []
+        var seen = Set<RevisionID>()
+        for revision in requested {
+            let resolved = latest && record.tree.contains(revision)
+                ? record.tree.leaves(descendingFrom: revision).map(\.revision) : [revision]
+            for leaf in resolved where seen.insert(leaf).inserted { revisions.append(leaf) }
+        }
+        let (current, stored) = try database.revisions(id, revisions)
+        let tree = (current ?? record).tree
+        return zip(revisions, stored).map { revision, body in
+            guard let body else { return .missing(id, revision) }
+            var document: JSONObject = ["_id": JSONValue(id.rawValue), "_rev": JSONValue(revision.description)]
+            if case .object(let members)? = try? JSONValue.parse(body.body) {
+                for (key, value) in members { document[key] = value }
+            }
+            if body.isDeleted { document["_deleted"] = true }
+            if !body.attachments.isEmpty {
+                var stubs = JSONObject()
+                for attachment in body.attachments {
+                    stubs[attachment.name] = ["content_type": JSONValue(attachment.contentType),
+                                              "digest": JSONValue(attachment.digest),
+                                              "length": JSONValue(attachment.length),
+                                              "revpos": JSONValue(attachment.revpos), "stub": true]
+                }
+                document["_attachments"] = .object(stubs)
+            }
+            document["_revisions"] = RevisionHistory(tree.history(of: revision)).json
+            return .found(ReplicatedRevision(id: id, revision: revision, document: document))
+        }
+    }
+
+    public func writeRevisions(_ revisions: [ReplicatedRevision]) async throws(ReplicationError) -> [WriteFailure] {
+        try await store { database in
+            var failures: [WriteFailure] = []
+            var edits: [DocumentEdit] = []
+            var writing: [ReplicatedRevision] = []
+            for revision in revisions {
+                do {
+                    edits.append(try DocumentEdit(json: .object(revision.document)))
+                    writing.append(revision)
+                } catch {
+                    failures.append(WriteFailure(id: revision.id, revision: revision.revision,
+                                                 error: error.error, reason: error.reason))
+                }
+            }
+            let results = try database.bulkUpdate(edits, newEdits: false)
+            for (revision, result) in zip(writing, results) {
+                if case .failure(let error) = result {
+                    failures.append(WriteFailure(id: revision.id, revision: revision.revision,
+                                                 error: error.error, reason: error.reason))
+                }
+            }
+            return failures
+        }
+    }
+
+    public func revisionWithAttachments(_ request: RevisionRequest) async throws(ReplicationError) -> AttachedRevision {
+        throw ReplicationError(.notImplemented, "replicating attachments is not supported yet")
+    }
+
+    public func writeRevisionWithAttachments(_ revision: AttachedRevision) async throws(ReplicationError) -> WriteFailure? {
+        throw ReplicationError(.notImplemented, "replicating attachments is not supported yet")
+    }
+}

@@ -1,0 +1,104 @@
+import CouchCore
+import CouchStore
+import Foundation
+
+/// Streams a standalone attachment upload (`PUT /db/doc/att`) into the blob store.
+final class BlobUploadSink: RequestBodySink, @unchecked Sendable {
+    private let store: AttachmentStore
+    private let writer: BlobWriter
+
+    init(store: AttachmentStore) throws {
+        self.store = store
+        writer = try store.makeWriter()
+    }
+
+    func append(_ bytes: UnsafeRawBufferPointer) throws { try writer.write(bytes) }
+    func abort() { writer.abandon() }
+
+    /// The upload, now a blob in the store (held in flight until the write releases it).
+    func commit() throws -> StagedBlob { try store.commit(writer) }
+}
+
+/// Streams a `multipart/related` document upload: the first part is the document's JSON,
+/// every further part an attachment body written straight into the blob store.
+final class MultipartUploadSink: RequestBodySink, MultipartReader.Delegate, @unchecked Sendable {
+    struct Part {
+        let headers: [String: String]
+        let writer: BlobWriter
+    }
+
+    private let store: AttachmentStore
+    private var reader: MultipartReader!
+    private var document: [UInt8] = []
+    private var parts: [Part] = []
+    private var current: BlobWriter?
+    private var partCount = 0
+    private let maximumDocumentSize: Int
+
+    init(store: AttachmentStore, boundary: String, maximumDocumentSize: Int) {
+        self.store = store
+        self.maximumDocumentSize = maximumDocumentSize
+        reader = MultipartReader(boundary: boundary, delegate: self)
+    }
+
+    func append(_ bytes: UnsafeRawBufferPointer) throws {
+        do {
+            try reader.append(bytes)
+        } catch let error as MultipartError {
+            throw CouchError.badRequest(error.reason)
+        }
+    }
+
+    func abort() {
+        parts.forEach { $0.writer.abandon() }
+        current?.abandon()
+    }
+
+    func beginPart(headers: [String: String]) throws {
+        partCount += 1
+        if partCount > 1 {
+            let writer = try store.makeWriter()
+            current = writer
+            parts.append(Part(headers: headers, writer: writer))
+        }
+    }
+
+    func partData(_ bytes: ArraySlice<UInt8>) throws {
+        if let current {
+            try bytes.withUnsafeBytes { try current.write($0) }
+        } else {
+            guard document.count + bytes.count <= maximumDocumentSize else {
+                throw CouchError(.tooLarge, "Document is too large")
+            }
+            document.append(contentsOf: bytes)
+        }
+    }
+
+    func endPart() throws { current = nil }
+
+    /// The document JSON and the attachment parts in order, with the file name each
+    /// part's `Content-Disposition` gives, if any.
+    func finish() throws -> (document: [UInt8], parts: [(filename: String?, blob: StagedBlob)]) {
+        do {
+            try reader.finish()
+        } catch let error as MultipartError {
+            abort()
+            throw CouchError.badRequest(error.reason)
+        }
+        guard partCount > 0 else { throw CouchError.badRequest("multipart body has no document part") }
+        var committed: [(filename: String?, blob: StagedBlob)] = []
+        for part in parts {
+            committed.append((Self.filename(part.headers["content-disposition"]), try store.commit(part.writer)))
+        }
+        return (document, committed)
+    }
+
+    /// `attachment; filename="name"` → name.
+    static func filename(_ disposition: String?) -> String? {
+        guard let disposition, let range = disposition.range(of: "filename=") else { return nil }
+        var value = disposition[range.upperBound...].trimmingWhitespace()
+        if let end = value.firstIndex(of: ";") { value = String(value[..<end]) }
+        if value.hasPrefix("\""), value.hasSuffix("\""), value.count >= 2 { value = String(value.dropFirst().dropLast()) }
+        return PercentDecoding.decode(Substring(value), plusIsSpace: false) ?? value
+    }
+}

@@ -1,0 +1,171 @@
+import CouchCore
+import CouchStore
+
+/// Every access decision, after CouchDB's `chttpd_auth_request` and `couch_db`'s
+/// security checks. `CouchServer.handle` asks `check` once per request, after
+/// authentication and before the handler; document writes whose IDs are only known from
+/// the body (`POST /db`, `_bulk_docs`, `COPY`'s destination) also pass `checkWrite`.
+///
+/// The route rules are a switch over every `RouteKey` and method with no `default`: a
+/// route added to the table without a rule here does not compile.
+enum AuthorizationPolicy {
+    enum Requirement: Equatable {
+        /// No check (`/`, `/_up`, `/_uuids`, `/_session`).
+        case anyone
+        /// `_admin` role; CouchDB answers 401 "You are not a server admin." to everyone else.
+        case serverAdmin
+        /// A member of the route's database (or its admin, or anyone when it has no members).
+        case member
+        /// A database admin (member check first): 401 for anonymous, 403 for others.
+        case databaseAdmin
+        /// `_compact`: a database admin; CouchDB answers 401 to any other member.
+        case databaseAdminToCompact
+        /// `_users` documents: a member, then only one's own document (`couch_users_db`).
+        case userDocument(DocumentID, reading: Bool)
+        /// Never allowed, with this error.
+        case refused(CouchError)
+    }
+
+    /// The rule of each route, by method (`nil`: a method the route does not serve, which
+    /// then answers 405 once this check has passed, as CouchDB checks access first).
+    static func requirement(for route: RouteKey, method: HTTPMethod?) -> Requirement {
+        switch route {
+        case .server(let resource):
+            switch resource {
+            case .root, .up, .uuids, .session: return .anyone
+            // CouchDB 3: `[chttpd] admin_only_all_dbs = true`.
+            case .allDatabases: return .serverAdmin
+            }
+        case .database:
+            switch method {
+            case .PUT, .DELETE: return .serverAdmin
+            case .GET, .HEAD, .POST, .COPY, .OPTIONS, nil: return .member
+            }
+        case .databaseResource(let resource):
+            switch resource {
+            case .allDocuments, .designDocuments, .bulkDocuments, .bulkGet, .changes,
+                 .revisionsDifference, .missingRevisions, .ensureFullCommit:
+                return .member
+            case .compact:
+                return .databaseAdminToCompact
+            case .revisionsLimit, .security:
+                return method == .PUT ? .databaseAdmin : .member
+            }
+        case .document, .attachment, .localDocument, .designResource:
+            return .member
+        }
+    }
+
+    /// The rule for one request: the route's, made stricter for design documents and for
+    /// the system databases as CouchDB does.
+    static func requirement(for endpoint: Endpoint, method: HTTPMethod?, usersSecurityEditable: Bool) -> Requirement {
+        let base = requirement(for: endpoint.route, method: method)
+        let writes = method == .PUT || method == .DELETE
+        switch endpoint {
+        case .document(let database, let id), .attachment(let database, let id, _):
+            if database == UsersDatabase.name, !id.isLocal {
+                if id.isDesign, writes { return .databaseAdmin }
+                // COPY reads its source here; its destination is checked as a write.
+                return .userDocument(id, reading: !writes)
+            }
+            if database == UsersDatabase.name, id.isLocal { return .databaseAdmin }
+            if id.isDesign, writes { return .databaseAdmin }
+            return base
+        case .databaseResource(let database, let resource) where database.isSystem:
+            switch (database.rawValue, resource) {
+            case ("_users", .allDocuments), ("_users", .changes), ("_replicator", .allDocuments), ("_replicator", .changes):
+                return .serverAdmin
+            // Stricter than CouchDB, which filters each document of these per user:
+            // only admins list or bulk-read the users database.
+            case ("_users", .designDocuments), ("_users", .bulkGet):
+                return .serverAdmin
+            case ("_users", .security) where method == .PUT && !usersSecurityEditable:
+                return .refused(CouchError(.forbidden, "You can't edit the security object of the user database."))
+            default:
+                return base
+            }
+        case .server, .database, .databaseResource, .designResource:
+            return base
+        }
+    }
+
+    /// CouchDB's `require_valid_user`: anonymous requests are refused, except a login
+    /// attempt (and `/_up` when configured).
+    static func isExemptFromRequiredLogin(_ route: RouteKey, method: HTTPMethod?, exceptUp: Bool) -> Bool {
+        (route == .server(.session) && method == .POST) || (exceptUp && route == .server(.up))
+    }
+
+    /// Throws CouchDB's error when `user` may not do what `requirement` asks. `access` is
+    /// only computed (reading the database's security object) when the rule needs it.
+    static func enforce(_ requirement: Requirement, user: UserContext,
+                        access: () throws -> DatabaseAccess) throws {
+        switch requirement {
+        case .anyone:
+            return
+        case .serverAdmin:
+            guard user.isServerAdmin else { throw CouchError(.unauthorized, "You are not a server admin.") }
+        case .member:
+            try requireMember(user, try access())
+        case .databaseAdmin:
+            let access = try access()
+            try requireMember(user, access)
+            try requireDatabaseAdmin(user, access)
+        case .databaseAdminToCompact:
+            let access = try access()
+            try requireMember(user, access)
+            guard access.isAdmin else { throw CouchError(.unauthorized, "You are not a server or db admin.") }
+        case .userDocument(let id, let reading):
+            let access = try access()
+            try requireMember(user, access)
+            if reading {
+                try UsersDatabase.checkRead(id, user: user, isAdmin: access.isAdmin)
+            } else {
+                try UsersDatabase.checkWrite(id, user: user, isAdmin: access.isAdmin)
+            }
+        case .refused(let error):
+            throw error
+        }
+    }
+
+    static func requireMember(_ user: UserContext, _ access: DatabaseAccess) throws(CouchError) {
+        guard access.isMember else {
+            throw user.isAnonymous
+                ? CouchError(.unauthorized, "You are not authorized to access this db.")
+                : CouchError(.forbidden, "You are not allowed to access this db.")
+        }
+    }
+
+    static func requireDatabaseAdmin(_ user: UserContext, _ access: DatabaseAccess) throws(CouchError) {
+        guard access.isAdmin else {
+            throw CouchError(user.isAnonymous ? .unauthorized : .forbidden, "You are not a db or server admin.")
+        }
+    }
+
+    /// A document write whose ID comes from the body, or any write the store is about to
+    /// take: design documents need a database admin; `_users` documents follow their own
+    /// rules and have their password hashed (see `UsersDatabase`).
+    static func checkWrite(_ edit: DocumentEdit, in database: Database, user: UserContext, access: DatabaseAccess,
+                           hasher: PasswordHasher, newEdits: Bool) throws -> DocumentEdit {
+        guard let id = edit.id else { return edit }
+        if id.isDesign { try requireDatabaseAdmin(user, access) }
+        guard database.name == UsersDatabase.name, !id.isLocal else { return edit }
+        return try UsersDatabase.prepare(edit, parent: try parentBody(of: edit, id: id, in: database, newEdits: newEdits),
+                                         user: user, isAdmin: access.isAdmin, hasher: hasher)
+    }
+
+    /// The revision an edit replaces, which `_users` rules compare against: the one named
+    /// by `_rev` (the store refuses the write if it is no longer a leaf), or for replicated
+    /// writes the current winner.
+    private static func parentBody(of edit: DocumentEdit, id: DocumentID, in database: Database,
+                                   newEdits: Bool) throws -> JSONObject? {
+        let snapshot: DocumentSnapshot?
+        if newEdits {
+            guard let revision = edit.revision else { return nil }
+            snapshot = try? database.document(id, revision: revision)
+        } else {
+            snapshot = try? database.document(id)
+        }
+        guard let snapshot, !snapshot.revision.isDeleted else { return nil }
+        return try? JSONValue.parse(snapshot.revision.body).objectValue
+    }
+}

@@ -1,0 +1,151 @@
+import CouchCore
+import Foundation
+
+/// A password as CouchDB keeps it: never the password itself, only what verifies it.
+/// Written in `_users` documents as `password_scheme`, `pbkdf2_prf`, `derived_key`,
+/// `salt` and `iterations`, and for server admins as `-pbkdf2:sha256-KEY,SALT,ITERATIONS`
+/// (CouchDB's `local.ini` form).
+public struct PasswordHash: Sendable, Equatable {
+    public enum Scheme: Sendable, Equatable {
+        case pbkdf2(HashFunction)
+        /// CouchDB 1.x's salted SHA-1, still read so old user documents keep working.
+        case simple
+    }
+
+    public let scheme: Scheme
+    /// Hex.
+    public let derivedKey: String
+    /// CouchDB salts with the hex text of 16 random bytes, used as bytes as written.
+    public let salt: String
+    public let iterations: Int
+
+    public init(scheme: Scheme, derivedKey: String, salt: String, iterations: Int) {
+        self.scheme = scheme
+        self.derivedKey = derivedKey
+        self.salt = salt
+        self.iterations = iterations
+    }
+
+    /// Reads `-pbkdf2:PRF-KEY,SALT,ITERATIONS`, `-pbkdf2-KEY,SALT,ITERATIONS` (SHA-1) and
+    /// `-hashed-SHA,SALT`; nil for anything else, a password in clear included.
+    public init?(adminEntry text: String) {
+        if text.hasPrefix("-hashed-") {
+            let parts = text.dropFirst("-hashed-".count).split(separator: ",", omittingEmptySubsequences: false)
+            guard parts.count == 2 else { return nil }
+            self.init(scheme: .simple, derivedKey: String(parts[0]), salt: String(parts[1]), iterations: 1)
+            return
+        }
+        let function: HashFunction
+        let rest: Substring
+        if text.hasPrefix("-pbkdf2-") {
+            function = .sha1
+            rest = text.dropFirst("-pbkdf2-".count)
+        } else if text.hasPrefix("-pbkdf2:") {
+            let afterPrefix = text.dropFirst("-pbkdf2:".count)
+            guard let dash = afterPrefix.firstIndex(of: "-"),
+                  let named = HashFunction(couchName: String(afterPrefix[..<dash])) else { return nil }
+            function = named
+            rest = afterPrefix[afterPrefix.index(after: dash)...]
+        } else {
+            return nil
+        }
+        let parts = rest.split(separator: ",", omittingEmptySubsequences: false)
+        guard parts.count == 3, let iterations = Int(parts[2]), iterations > 0, !parts[0].isEmpty else { return nil }
+        self.init(scheme: .pbkdf2(function), derivedKey: String(parts[0]), salt: String(parts[1]), iterations: iterations)
+    }
+
+    /// The `local.ini` form of a server admin's password.
+    public var adminEntry: String {
+        switch scheme {
+        case .simple: "-hashed-\(derivedKey),\(salt)"
+        case .pbkdf2(let function): "-pbkdf2:\(function.rawValue)-\(derivedKey),\(salt),\(iterations)"
+        }
+    }
+
+    /// Whether an admin entry is already hashed (as CouchDB decides before hashing `local.ini`).
+    public static func isHashedAdminEntry(_ text: String) -> Bool {
+        text.hasPrefix("-hashed-") || text.hasPrefix("-pbkdf2-") || text.hasPrefix("-pbkdf2:")
+    }
+
+    /// Reads a `_users` document's credentials; nil when it has none a password can match.
+    public init?(userDocument body: JSONObject) {
+        guard let salt = body["salt"]?.stringValue else { return nil }
+        switch body["password_scheme"]?.stringValue ?? "simple" {
+        case "simple":
+            guard let sha = body["password_sha"]?.stringValue else { return nil }
+            self.init(scheme: .simple, derivedKey: sha, salt: salt, iterations: 1)
+        case "pbkdf2":
+            guard let key = body["derived_key"]?.stringValue,
+                  let function = HashFunction(couchName: body["pbkdf2_prf"]?.stringValue ?? "sha") else { return nil }
+            let iterations = body["iterations"]?.intValue ?? 10000
+            guard iterations > 0 else { return nil }
+            self.init(scheme: .pbkdf2(function), derivedKey: key, salt: salt, iterations: iterations)
+        default:
+            return nil
+        }
+    }
+
+    /// The members a `_users` document holds instead of `password`, in CouchDB's order.
+    public var userDocumentMembers: [(key: String, value: JSONValue)] {
+        switch scheme {
+        case .simple:
+            [("password_scheme", "simple"), ("salt", JSONValue(salt)), ("password_sha", JSONValue(derivedKey))]
+        case .pbkdf2(let function):
+            [("password_scheme", "pbkdf2"), ("pbkdf2_prf", JSONValue(function.rawValue)),
+             ("derived_key", JSONValue(derivedKey)), ("salt", JSONValue(salt)), ("iterations", JSONValue(iterations))]
+        }
+    }
+}
+
+/// Hashes new passwords with PBKDF2-SHA256 and a per-password random salt, and checks
+/// passwords against stored hashes. CouchDB 3.4's 600,000 iterations make one check cost
+/// a few hundred milliseconds, so — as CouchDB does — a successful check is remembered
+/// in memory (as a keyed digest of the password and the hash it matched, never the
+/// password) and repeated Basic-authenticated requests do not pay it again.
+public final class PasswordHasher: @unchecked Sendable {
+    public let iterations: Int
+    private let cacheKey = Digest.randomBytes(32)
+    private let lock = NSLock()
+    private var verified: Set<[UInt8]> = []
+    private static let cacheLimit = 4096
+
+    public init(iterations: Int) {
+        precondition(iterations > 0, "PBKDF2 needs at least one iteration")
+        self.iterations = iterations
+    }
+
+    public func hash(_ password: String) -> PasswordHash {
+        let salt = Digest.randomHex(bytes: 16)
+        let key = Digest.pbkdf2(password: Array(password.utf8), salt: Array(salt.utf8), iterations: iterations)
+        return PasswordHash(scheme: .pbkdf2(.sha256), derivedKey: Digest.hex(key), salt: salt, iterations: iterations)
+    }
+
+    public func verify(_ password: String, against stored: PasswordHash) -> Bool {
+        var fingerprintInput = Array(stored.adminEntry.utf8)
+        fingerprintInput.append(0)
+        fingerprintInput.append(contentsOf: password.utf8)
+        let fingerprint = Digest.hmac(.sha256, key: cacheKey, message: fingerprintInput)
+        lock.lock()
+        let known = verified.contains(fingerprint)
+        lock.unlock()
+        if known { return true }
+        guard Self.matches(password, stored) else { return false }
+        lock.lock()
+        if verified.count >= Self.cacheLimit { verified.removeAll(keepingCapacity: true) }
+        verified.insert(fingerprint)
+        lock.unlock()
+        return true
+    }
+
+    private static func matches(_ password: String, _ stored: PasswordHash) -> Bool {
+        let computed: [UInt8]
+        switch stored.scheme {
+        case .simple:
+            computed = Digest.hash(.sha1, Array(password.utf8) + Array(stored.salt.utf8))
+        case .pbkdf2(let function):
+            computed = Digest.pbkdf2(password: Array(password.utf8), salt: Array(stored.salt.utf8),
+                                     iterations: stored.iterations, function: function)
+        }
+        return Digest.constantTimeEquals(Array(Digest.hex(computed).utf8), Array(stored.derivedKey.lowercased().utf8))
+    }
+}

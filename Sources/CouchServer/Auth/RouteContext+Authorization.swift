@@ -1,0 +1,53 @@
+import CouchCore
+import CouchStore
+
+/// The write side of the authorization policy, for handlers. A request's route was
+/// authorized before its handler ran; the documents a handler is about to write (whose
+/// IDs may only be known from the body) pass here on their way to the store.
+extension RouteContext {
+    /// The user's standing in the route's database.
+    func databaseAccessForWrites() throws -> DatabaseAccess {
+        if let databaseAccess { return databaseAccess }
+        return try server.accessControl.access(for: user, to: endpoint)
+    }
+
+    /// A document about to be written: within `max_document_size`, a design document only
+    /// by a database admin, a `_users` document by CouchDB's rules and with its password
+    /// hashed. Throws the refusal.
+    public func authorizedEdit(_ edit: DocumentEdit, in database: Database, newEdits: Bool = true) throws -> DocumentEdit {
+        try checkDocumentSizes([edit])
+        return try AuthorizationPolicy.checkWrite(edit, in: database, user: user, access: try databaseAccessForWrites(),
+                                                  hasher: server.accessControl.hasher, newEdits: newEdits)
+    }
+
+    /// The documents of a `_bulk_docs`: each authorized on its own, so a refused one gets its
+    /// error as its result and the others are written. An oversized document refuses the
+    /// whole request, as CouchDB does.
+    public func authorizedEdits(_ edits: [DocumentEdit], in database: Database,
+                                newEdits: Bool) throws -> [Result<DocumentEdit, CouchError>] {
+        try checkDocumentSizes(edits)
+        let access = try databaseAccessForWrites()
+        let hasher = server.accessControl.hasher
+        return edits.map { edit in
+            do {
+                return .success(try AuthorizationPolicy.checkWrite(edit, in: database, user: user, access: access,
+                                                                   hasher: hasher, newEdits: newEdits))
+            } catch let error as CouchError {
+                return .failure(error)
+            } catch {
+                return .failure(CouchError(.unknownError, String(describing: error)))
+            }
+        }
+    }
+
+    /// CouchDB's `max_document_size`: 413 `document_too_large` naming the document. Only
+    /// a request body larger than the limit can hold such a document, so smaller ones are
+    /// not measured.
+    private func checkDocumentSizes(_ edits: [DocumentEdit]) throws(CouchError) {
+        let limit = server.accessControl.maximumDocumentSize
+        guard request.body.count > limit else { return }
+        for edit in edits where JSONValue.object(edit.body).serialized().count > limit {
+            throw CouchError(.documentTooLarge, edit.id?.rawValue ?? "")
+        }
+    }
+}

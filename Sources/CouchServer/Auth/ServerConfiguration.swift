@@ -1,0 +1,171 @@
+import CouchCore
+
+/// Everything a server can be told, in one place: the listener (address, port, threads
+/// and connection limits), document size, authentication and CORS. Filled from defaults
+/// (CouchDB 3's), then an ini file in CouchDB's `local.ini` terms, then command-line flags.
+public struct ServerConfiguration: Sendable {
+    /// Address, port, threads, and the limits enforced per connection: request body,
+    /// URL and header sizes, concurrent connections, idle timeout.
+    public var listener = ListenerConfiguration()
+    /// CouchDB's `[couchdb] max_document_size` (bytes of a document's JSON): larger
+    /// documents are refused with 413 `document_too_large`.
+    public var maximumDocumentSize = 8_000_000
+    public var authentication = AuthenticationConfiguration()
+    public var cors = CORSConfiguration()
+
+    public init() {}
+
+    /// Whether the listener only accepts connections from this machine (127.0.0.0/8).
+    public var isLoopbackOnly: Bool {
+        let octets = listener.bindAddress.split(separator: ".")
+        return octets.count == 4 && octets[0] == "127"
+    }
+
+    public func validate() throws(ConfigurationError) {
+        try cors.validate()
+        guard authentication.iterations > 0 else { throw ConfigurationError("iterations must be positive") }
+        guard authentication.sessionTimeout > 0 else { throw ConfigurationError("the session timeout must be positive") }
+        guard maximumDocumentSize > 0 else { throw ConfigurationError("max_document_size must be positive") }
+    }
+}
+
+/// Who may log in and how (CouchDB's `[admins]`, `[chttpd_auth]` and `[couchdb]` security settings).
+public struct AuthenticationConfiguration: Sendable {
+    /// Admins to add (or whose password to replace) at start. Stored hashed in the data
+    /// directory, so they need not be given again.
+    public var admins: [AdminEntry] = []
+    /// PBKDF2-SHA256 iterations for new password hashes (`[chttpd_auth] iterations`;
+    /// CouchDB 3.4's default). Tests may lower it.
+    public var iterations = 600_000
+    /// Seconds an `AuthSession` cookie lives (`[chttpd_auth] timeout`).
+    public var sessionTimeout = 600
+    /// Whether cookies carry `Max-Age`/`Expires` (`allow_persistent_cookies`).
+    public var allowPersistentCookies = true
+    /// `SameSite` attribute of the session cookie (`same_site`: none, lax or strict).
+    public var cookieSameSite: String?
+    /// Refuse anonymous requests (`require_valid_user`), except a login.
+    public var requireValidUser = false
+    public var requireValidUserExceptForUp = false
+    /// A `WWW-Authenticate` value for every 401 (`[httpd] WWW-Authenticate`); CouchDB sends
+    /// none by default, `Basic realm="server"` when `require_valid_user` is set.
+    public var wwwAuthenticate: String?
+    /// The security of databases that were never given one (`[couchdb] default_security`).
+    public var defaultSecurity = DefaultSecurity.adminOnly
+    /// `[couchdb] users_db_security_editable`.
+    public var usersDatabaseSecurityEditable = false
+
+    public enum DefaultSecurity: String, Sendable {
+        /// CouchDB 3's default: only admins may use a database until its `_security` says otherwise.
+        case adminOnly = "admin_only"
+        /// CouchDB 2's: anyone may read and write non-design documents.
+        case everyone
+    }
+
+    public init() {}
+}
+
+/// CouchDB's `[cors]` section. Off while `origins` is empty.
+public struct CORSConfiguration: Sendable {
+    /// Allowed origins (`https://example.com`), or `*` for any.
+    public var origins: [String] = []
+    /// Whether browsers may send cookies and `Authorization` (`Access-Control-Allow-Credentials`).
+    public var credentials = false
+    public var methods = ["CONNECT", "COPY", "DELETE", "GET", "HEAD", "OPTIONS", "POST", "PUT", "TRACE"]
+    public var headers = ["accept", "accept-language", "authorization", "content-length", "content-range",
+                          "content-type", "destination", "expires", "if-match", "last-modified", "origin",
+                          "pragma", "x-couch-full-commit", "x-couch-id", "x-couch-persist",
+                          "x-couchdb-www-authenticate", "x-http-method-override", "x-requested-with",
+                          "x-couchdb-vhost-path"]
+    public var exposedHeaders = ["accept-ranges", "etag", "server", "x-couch-request-id",
+                                 "x-couch-update-newrev", "x-couchdb-body-time"]
+    public var maxAge = 600
+
+    public init() {}
+
+    public var isEnabled: Bool { !origins.isEmpty }
+
+    /// CouchDB's documentation: `origins = *` and `credentials = true` cannot be set together.
+    public func validate() throws(ConfigurationError) {
+        if credentials, origins.contains("*") {
+            throw ConfigurationError("CORS: credentials cannot be allowed for every origin (*); list the origins")
+        }
+    }
+}
+
+extension ServerConfiguration {
+    /// Applies a CouchDB-style ini file: `[chttpd]` (`port`, `bind_address`,
+    /// `max_http_request_size`, `require_valid_user`), `[couchdb]` (`max_document_size`,
+    /// `default_security`, `users_db_security_editable`), `[chttpd_auth]` or
+    /// `[couch_httpd_auth]` (`timeout`, `iterations`, `allow_persistent_cookies`,
+    /// `same_site`, `require_valid_user`), `[httpd]` (`WWW-Authenticate`, `enable_cors`),
+    /// `[cors]` and `[admins]`, plus `[couchette]` for Couchette's own limits.
+    public mutating func apply(_ file: ConfigurationFile) throws(ConfigurationError) {
+        func int(_ key: String, _ sections: String...) throws(ConfigurationError) -> Int? {
+            guard let text = file.entries.last(where: { sections.contains($0.section) && $0.key == key })?.value else { return nil }
+            guard let value = Int(text) else { throw ConfigurationError("\(key) must be an integer, not \"\(text)\"") }
+            return value
+        }
+        func bool(_ key: String, _ sections: String...) throws(ConfigurationError) -> Bool? {
+            guard let text = file.entries.last(where: { sections.contains($0.section) && $0.key == key })?.value else { return nil }
+            switch text.lowercased() {
+            case "true": return true
+            case "false": return false
+            default: throw ConfigurationError("\(key) must be true or false, not \"\(text)\"")
+            }
+        }
+        func list(_ text: String) -> [String] {
+            text.split(separator: ",").map { $0.trimmingWhitespace() }.filter { !$0.isEmpty }
+        }
+        let auth = ["chttpd_auth", "couch_httpd_auth"]
+
+        if let port = try int("port", "chttpd", "httpd") { listener.port = port }
+        if let address = file.value("bind_address", in: "chttpd", "httpd") { listener.bindAddress = address }
+        if let size = try int("max_http_request_size", "chttpd", "httpd") { listener.maximumBodySize = size }
+        if let size = try int("max_document_size", "couchdb") { maximumDocumentSize = size }
+        if let threads = try int("threads", "couchette") { listener.threadCount = threads }
+        if let limit = try int("max_connections", "couchette") { listener.connectionLimit = limit }
+        if let seconds = try int("idle_timeout", "couchette") { listener.idleTimeoutSeconds = seconds }
+        if let size = try int("max_url_length", "couchette") { listener.maximumURLLength = size }
+        if let size = try int("max_header_size", "couchette") { listener.maximumHeaderSize = size }
+
+        if let text = file.value("default_security", in: "couchdb") {
+            switch text {
+            case "admin_only", "admin_local": authentication.defaultSecurity = .adminOnly
+            case "everyone": authentication.defaultSecurity = .everyone
+            default: throw ConfigurationError("default_security must be admin_only or everyone, not \"\(text)\"")
+            }
+        }
+        if let editable = try bool("users_db_security_editable", "couchdb") {
+            authentication.usersDatabaseSecurityEditable = editable
+        }
+        if let seconds = try int("timeout", auth[0], auth[1]) { authentication.sessionTimeout = seconds }
+        if let count = try int("iterations", auth[0], auth[1]) { authentication.iterations = count }
+        if let persistent = try bool("allow_persistent_cookies", auth[0], auth[1]) {
+            authentication.allowPersistentCookies = persistent
+        }
+        if let sameSite = file.value("same_site", in: auth[0], auth[1]), !sameSite.isEmpty {
+            authentication.cookieSameSite = sameSite
+        }
+        if let required = try bool("require_valid_user", "chttpd", auth[0], auth[1]) {
+            authentication.requireValidUser = required
+        }
+        if let exceptUp = try bool("require_valid_user_except_for_up", "chttpd", auth[0], auth[1]) {
+            authentication.requireValidUserExceptForUp = exceptUp
+        }
+        if let challenge = file.value("WWW-Authenticate", in: "httpd", "chttpd"), !challenge.isEmpty {
+            authentication.wwwAuthenticate = challenge
+        }
+        for entry in file.entries(in: "admins") {
+            authentication.admins.append(AdminEntry(name: entry.key, secret: entry.value))
+        }
+
+        let corsEnabled = try bool("enable_cors", "chttpd", "httpd") ?? true
+        if let origins = file.value("origins", in: "cors") { cors.origins = corsEnabled ? list(origins) : [] }
+        if !corsEnabled { cors.origins = [] }
+        if let credentials = try bool("credentials", "cors") { cors.credentials = credentials }
+        if let methods = file.value("methods", in: "cors") { cors.methods = list(methods) }
+        if let headers = file.value("headers", in: "cors") { cors.headers = list(headers).map { $0.lowercased() } }
+        if let exposed = file.value("exposed_headers", in: "cors") { cors.exposedHeaders = list(exposed).map { $0.lowercased() } }
+        if let maxAge = try int("max_age", "cors") { cors.maxAge = maxAge }
+    }
+}

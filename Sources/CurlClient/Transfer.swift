@@ -1,0 +1,310 @@
+import CCurl
+import CShims
+import Foundation
+
+/// One request on one curl easy handle: its configuration, what libcurl's callbacks
+/// deliver (the head, the body, or lines of it) and how it ends. The transfer loop's
+/// thread drives the handle; readers on other threads touch only what `lock` guards.
+final class Transfer: @unchecked Sendable {
+    enum Mode { case buffered, streaming }
+
+    let mode: Mode
+    let easy: UnsafeMutableRawPointer
+    private var headerList: UnsafeMutablePointer<curl_slist>?
+    private var requestBody: UnsafeMutableRawBufferPointer?
+    private let bufferLimit: Int
+
+    private let lock = NSLock()
+    private var status = 0
+    private var headers: [(name: String, value: String)] = []
+    private var headDelivered = false
+    private var body: [UInt8] = []
+    private var lines: [[UInt8]] = []
+    private var lineIndex = 0
+    private var partialLine: [UInt8] = []
+    private var queuedBytes = 0
+    private var paused = false
+    private var ended = false
+    private var failure: HTTPClientError?
+    private var lineWaiter: CheckedContinuation<[UInt8]?, Error>?
+    private(set) var cancelRequested = false
+
+    /// Set before submission: the whole response (buffered mode).
+    var onComplete: (@Sendable (Result<HTTPClient.Response, Error>) -> Void)?
+    /// Set before submission: the head arrived, or the transfer failed before it (streaming mode).
+    var onHead: (@Sendable (Result<Void, Error>) -> Void)?
+
+    init(request: HTTPClient.Request, configuration: HTTPClientConfiguration, mode: Mode) throws(HTTPClientError) {
+        guard let easy = curl_easy_init() else { throw .invalidRequest("cannot create a curl handle") }
+        self.easy = easy
+        self.mode = mode
+        bufferLimit = configuration.streamBufferLimit
+        configure(request, configuration)
+    }
+
+    deinit {
+        curl_easy_cleanup(easy)
+        if let headerList { curl_slist_free_all(headerList) }
+        requestBody?.deallocate()
+    }
+
+    private func configure(_ request: HTTPClient.Request, _ configuration: HTTPClientConfiguration) {
+        _ = couchette_curl_set_string(easy, CURLOPT_URL, request.url)
+        _ = couchette_curl_set_long(easy, CURLOPT_NOSIGNAL, 1)
+        _ = couchette_curl_set_long(easy, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1)
+        _ = couchette_curl_set_long(easy, CURLOPT_CONNECTTIMEOUT_MS, configuration.connectTimeoutMilliseconds)
+        _ = couchette_curl_set_long(easy, CURLOPT_LOW_SPEED_LIMIT, 1)
+        _ = couchette_curl_set_long(easy, CURLOPT_LOW_SPEED_TIME, configuration.inactivityTimeoutSeconds)
+        _ = couchette_curl_set_long(easy, CURLOPT_TCP_KEEPALIVE, 1)
+        _ = couchette_curl_set_string(easy, CURLOPT_USERAGENT, configuration.userAgent)
+        if let timeout = request.timeoutMilliseconds {
+            _ = couchette_curl_set_long(easy, CURLOPT_TIMEOUT_MS, timeout)
+        }
+
+        let method = request.method.uppercased()
+        switch method {
+        case "GET": _ = couchette_curl_set_long(easy, CURLOPT_HTTPGET, 1)
+        case "HEAD": _ = couchette_curl_set_long(easy, CURLOPT_NOBODY, 1)
+        case "POST": _ = couchette_curl_set_long(easy, CURLOPT_POST, 1)
+        default: _ = couchette_curl_set_string(easy, CURLOPT_CUSTOMREQUEST, method)
+        }
+        if let body = request.body ?? (method == "POST" || method == "PUT" ? [] : nil) {
+            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(1, body.count), alignment: 1)
+            body.withUnsafeBytes { buffer.copyMemory(from: $0) }
+            requestBody = buffer
+            _ = couchette_curl_set_offset(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(body.count))
+            _ = couchette_curl_set_pointer(easy, CURLOPT_POSTFIELDS, buffer.baseAddress)
+        }
+
+        // "Expect:" turns off curl's 100-continue round trip before larger bodies.
+        var list: UnsafeMutablePointer<curl_slist>? = curl_slist_append(nil, "Expect:")
+        for (name, value) in request.headers {
+            list = curl_slist_append(list, "\(name): \(value)")
+        }
+        headerList = list
+        _ = couchette_curl_set_pointer(easy, CURLOPT_HTTPHEADER, UnsafeMutableRawPointer(list))
+
+        if let caFile = request.tls.caFile { _ = couchette_curl_set_string(easy, CURLOPT_CAINFO, caFile) }
+        if let pinned = request.tls.pinnedPublicKey {
+            _ = couchette_curl_set_string(easy, CURLOPT_PINNEDPUBLICKEY, pinned)
+        }
+        if !request.tls.verifyPeer {
+            _ = couchette_curl_set_long(easy, CURLOPT_SSL_VERIFYPEER, 0)
+            _ = couchette_curl_set_long(easy, CURLOPT_SSL_VERIFYHOST, 0)
+        }
+
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        _ = couchette_curl_set_pointer(easy, CURLOPT_WRITEFUNCTION, unsafeBitCast(writeCallback, to: UnsafeMutableRawPointer.self))
+        _ = couchette_curl_set_pointer(easy, CURLOPT_WRITEDATA, context)
+        _ = couchette_curl_set_pointer(easy, CURLOPT_HEADERFUNCTION, unsafeBitCast(headerCallback, to: UnsafeMutableRawPointer.self))
+        _ = couchette_curl_set_pointer(easy, CURLOPT_HEADERDATA, context)
+    }
+
+    // MARK: - Callbacks (transfer loop thread)
+
+    fileprivate func receiveHeader(_ bytes: UnsafeRawBufferPointer) {
+        var line = Substring(String(decoding: bytes, as: UTF8.self))
+        while let last = line.last, last == "\r" || last == "\n" { line.removeLast() }
+        var deliverHead = false
+        lock.lock()
+        if line.hasPrefix("HTTP/") {
+            let parts = line.split(separator: " ", maxSplits: 2)
+            status = parts.count > 1 ? Int(parts[1]) ?? 0 : 0
+            headers = []
+        } else if line.isEmpty {
+            if status >= 200 && mode == .streaming && !headDelivered {
+                headDelivered = true
+                deliverHead = true
+            }
+        } else if let colon = line.firstIndex(of: ":") {
+            let name = String(line[..<colon])
+            let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            headers.append((name, value))
+        }
+        let onHead = deliverHead ? self.onHead : nil
+        lock.unlock()
+        onHead?(.success(()))
+    }
+
+    fileprivate func receiveBody(_ bytes: UnsafeRawBufferPointer) -> Int {
+        switch mode {
+        case .buffered:
+            body.append(contentsOf: bytes)
+            return bytes.count
+        case .streaming:
+            lock.lock()
+            if queuedBytes >= bufferLimit {
+                paused = true
+                lock.unlock()
+                return Int(CURL_WRITEFUNC_PAUSE)
+            }
+            var start = 0
+            while let newline = bytes[start...].firstIndex(of: UInt8(ascii: "\n")) {
+                var line = partialLine
+                line.append(contentsOf: bytes[start..<newline])
+                partialLine.removeAll(keepingCapacity: true)
+                if line.last == UInt8(ascii: "\r") { line.removeLast() }
+                queuedBytes += line.count + 1
+                lines.append(line)
+                start = newline + 1
+            }
+            partialLine.append(contentsOf: bytes[start...])
+            let handOff = takeLineForWaiter()
+            lock.unlock()
+            handOff?()
+            return bytes.count
+        }
+    }
+
+    /// Ends the transfer (loop thread): with curl's result code, or as cancelled.
+    func finish(code: CURLcode?) {
+        let error: HTTPClientError? = code.map { $0 == CURLE_OK ? nil : HTTPClientError(code: $0) } ?? .cancelled
+        lock.lock()
+        if ended {
+            lock.unlock()
+            return
+        }
+        ended = true
+        failure = error
+        if status == 0 && error == nil {
+            var code = 0
+            _ = couchette_curl_get_long(easy, CURLINFO_RESPONSE_CODE, &code)
+            status = code
+        }
+        if !partialLine.isEmpty {
+            lines.append(partialLine)
+            partialLine = []
+        }
+        let response = HTTPClient.Response(status: status, headers: headers, body: body)
+        body = []
+        let onHead = headDelivered ? nil : self.onHead
+        headDelivered = true
+        let onComplete = self.onComplete
+        self.onComplete = nil
+        self.onHead = nil
+        let handOff = takeLineForWaiter()
+        lock.unlock()
+
+        switch mode {
+        case .buffered:
+            if let error { onComplete?(.failure(error)) } else { onComplete?(.success(response)) }
+        case .streaming:
+            if let error { onHead?(.failure(error)) } else { onHead?(.success(())) }
+            handOff?()
+        }
+    }
+
+    func requestCancellation() {
+        lock.lock()
+        cancelRequested = true
+        lock.unlock()
+    }
+
+    // MARK: - Reading (streaming mode, any thread)
+
+    var responseStatus: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return status
+    }
+
+    var responseHeaders: [(name: String, value: String)] {
+        lock.lock()
+        defer { lock.unlock() }
+        return headers
+    }
+
+    enum LineAvailability {
+        case line([UInt8])
+        case pending
+        case end
+        case failed(HTTPClientError)
+    }
+
+    /// The next line if one is buffered, without waiting. Returns whether the transfer
+    /// should be unpaused too.
+    func availableLine() -> (LineAvailability, resume: Bool) {
+        lock.lock()
+        defer { lock.unlock() }
+        if lineIndex < lines.count { return (.line(popLine()), shouldResume()) }
+        if ended { return (failure.map { .failed($0) } ?? .end, false) }
+        return (.pending, false)
+    }
+
+    /// Waits for the next line; nil at the end of the body.
+    func waitForLine() async throws -> [UInt8]? {
+        try await withCheckedThrowingContinuation { continuation in
+            lock.lock()
+            if lineIndex < lines.count {
+                let line = popLine()
+                lock.unlock()
+                continuation.resume(returning: line)
+            } else if ended {
+                let failure = self.failure
+                lock.unlock()
+                if let failure { continuation.resume(throwing: failure) } else { continuation.resume(returning: nil) }
+            } else {
+                lineWaiter = continuation
+                lock.unlock()
+            }
+        }
+    }
+
+    /// Whether the reader has drained enough for a paused transfer to go on (consumes the flag).
+    func shouldResume() -> Bool {
+        guard paused, queuedBytes <= bufferLimit / 2 else { return false }
+        paused = false
+        return true
+    }
+
+    func shouldResumeLocked() -> Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return shouldResume()
+    }
+
+    private func popLine() -> [UInt8] {
+        let line = lines[lineIndex]
+        lineIndex += 1
+        queuedBytes -= line.count + 1
+        if lineIndex > 1024 && lineIndex * 2 > lines.count {
+            lines.removeFirst(lineIndex)
+            lineIndex = 0
+        }
+        return line
+    }
+
+    /// With the lock held: if a reader waits and a line (or the end) is there, the work
+    /// to hand it over, to run after unlocking.
+    private func takeLineForWaiter() -> (() -> Void)? {
+        guard let waiter = lineWaiter else { return nil }
+        if lineIndex < lines.count {
+            lineWaiter = nil
+            let line = popLine()
+            return { waiter.resume(returning: line) }
+        }
+        if ended {
+            lineWaiter = nil
+            let failure = self.failure
+            return { if let failure { waiter.resume(throwing: failure) } else { waiter.resume(returning: nil) } }
+        }
+        return nil
+    }
+}
+
+// libcurl's callbacks; the context is the transfer, kept alive by the loop while it runs.
+
+private let writeCallback: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, UnsafeMutableRawPointer?) -> Int = {
+    data, size, count, context in
+    guard let context else { return 0 }
+    let transfer = Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue()
+    return transfer.receiveBody(UnsafeRawBufferPointer(start: data, count: size * count))
+}
+
+private let headerCallback: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, UnsafeMutableRawPointer?) -> Int = {
+    data, size, count, context in
+    guard let context else { return 0 }
+    let transfer = Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue()
+    transfer.receiveHeader(UnsafeRawBufferPointer(start: data, count: size * count))
+    return size * count
+}

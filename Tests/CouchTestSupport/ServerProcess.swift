@@ -1,0 +1,67 @@
+import Foundation
+
+/// The `couchette` executable started as its own process, for tests that measure the
+/// server from outside (resident memory, threads, logs).
+public final class ServerProcess: @unchecked Sendable {
+    public let process = Process()
+    public let directory: String
+    public private(set) var port = 0
+    private let output = Pipe()
+    public let errorOutput = Pipe()
+
+    /// Starts `couchette serve --port 0` on a fresh data directory and waits for its banner.
+    public init(arguments: [String] = [], directory existing: String? = nil) throws {
+        directory = existing ?? TestServer.makeTemporaryDirectory()
+        process.executableURL = ServerProcess.executable
+        process.arguments = ["serve", "--port", "0", "--data-dir", directory] + arguments
+        process.standardOutput = output
+        process.standardError = errorOutput
+        try process.run()
+        let deadline = Date().addingTimeInterval(20)
+        var banner = ""
+        while !banner.contains("\n"), Date() < deadline {
+            let data = output.fileHandleForReading.availableData
+            if data.isEmpty { break }
+            banner += String(decoding: data, as: UTF8.self)
+        }
+        guard let range = banner.range(of: "127.0.0.1:"),
+              let port = Int(banner[range.upperBound...].prefix { $0.isNumber }) else {
+            process.terminate()
+            throw TestServerError.unexpected("couchette did not start: \(banner)")
+        }
+        self.port = port
+    }
+
+    /// The built `couchette` binary beside the test bundle.
+    public static var executable: URL {
+        var directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        while !FileManager.default.fileExists(atPath: directory.appendingPathComponent("couchette").path),
+              directory.path != "/" {
+            directory.deleteLastPathComponent()
+        }
+        return directory.appendingPathComponent("couchette")
+    }
+
+    /// A field of /proc/PID/status in kilobytes (VmRSS, VmHWM) or a count (Threads).
+    public func status(_ field: String) -> Int? {
+        guard let text = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8) else { return nil }
+        for line in text.split(separator: "\n") where line.hasPrefix(field + ":") {
+            return Int(line.dropFirst(field.count + 1).split(whereSeparator: { $0 == " " || $0 == "\t" }).first ?? "")
+        }
+        return nil
+    }
+
+    /// Stops the server and returns what it wrote to standard error.
+    @discardableResult
+    public func stop(keepData: Bool = false) -> String {
+        if process.isRunning {
+            process.terminate()
+            process.waitUntilExit()
+        }
+        let log = String(decoding: errorOutput.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        if !keepData { try? FileManager.default.removeItem(atPath: directory) }
+        return log
+    }
+
+    deinit { if process.isRunning { process.terminate() } }
+}
