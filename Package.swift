@@ -8,6 +8,7 @@ let package = Package(
         .library(name: "CouchCore", targets: ["CouchCore"]),
         .library(name: "CouchStore", targets: ["CouchStore"]),
         .library(name: "CouchServer", targets: ["CouchServer"]),
+        .library(name: "CouchReplication", targets: ["CouchReplication"]),
         .executable(name: "couchette", targets: ["couchette"]),
     ],
     dependencies: [
@@ -33,12 +34,19 @@ let package = Package(
         .target(name: "CouchStore", dependencies: [
             "CouchCore", "CSQLite", .product(name: "Logging", package: "swift-log"),
         ]),
+        // An HTTP client on libcurl that knows nothing of CouchDB.
+        .target(name: "CurlClient", dependencies: ["CCurl", "CShims"]),
+        // The replicator: endpoints (local store or remote HTTP), stages, checkpoints, jobs.
+        .target(name: "CouchReplication", dependencies: [
+            "CouchCore", "CouchStore", "CurlClient", "CCrypto",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
         .target(name: "CouchServer", dependencies: [
-            "CouchCore", "CouchStore", "CMicroHTTPD", "CShims",
+            "CouchCore", "CouchStore", "CouchReplication", "CMicroHTTPD", "CShims",
             .product(name: "Logging", package: "swift-log"),
         ]),
         .executableTarget(name: "couchette", dependencies: [
-            "CouchServer", "CouchStore", "CouchCore",
+            "CouchServer", "CouchReplication", "CouchStore", "CouchCore",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
@@ -49,6 +57,9 @@ let package = Package(
                 path: "Tests/CouchTestSupport"),
         .testTarget(name: "CouchCoreTests", dependencies: ["CouchCore"]),
         .testTarget(name: "CouchStoreTests", dependencies: ["CouchStore", "CouchCore", "CouchTestSupport"]),
+        .testTarget(name: "CouchReplicationTests", dependencies: [
+            "CouchReplication", "CurlClient", "CouchServer", "CouchStore", "CouchCore", "CouchTestSupport",
+        ]),
         .testTarget(name: "CouchServerTests", dependencies: ["CouchServer", "CouchCore", "CouchTestSupport"]),
     ],
     swiftLanguageModes: [.v6]

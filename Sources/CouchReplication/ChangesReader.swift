@@ -32,12 +32,14 @@ struct ChangesReader: Sendable {
         while true {
             var request = template
             request.since = since
+            var delivered = false
             do {
                 let stream = try await source.changes(request)
                 defer { stream.cancel() }
                 while let event = try await stream.next() {
                     switch event {
                     case .change(let change):
+                        delivered = true
                         changesArrived()
                         guard await queue.put(.change(change)) else { return }
                         since = change.sequence
@@ -60,6 +62,9 @@ struct ChangesReader: Sendable {
                 queue.finish()
                 return
             }
+            // A continuous feed ended (the peer closed it): open it again, without spinning
+            // against a peer that closes it at once.
+            if !delivered { try await Self.sleep(milliseconds: 100) }
         }
     }
 

@@ -41,21 +41,19 @@ final class Checkpointer: @unchecked Sendable {
     /// Reads both logs and returns where to start (`since_seq` overrides it).
     func start(sourceInfo: EndpointInfo, targetInfo: EndpointInfo,
                sinceSequence: SourceSequence?) async throws(ReplicationError) -> SourceSequence {
-        async let sourceDocument = source.localDocument(documentID)
-        async let targetDocument = target.localDocument(documentID)
-        let sourceLog = ReplicationLog(document: try await sourceDocument)
-        let targetLog = ReplicationLog(document: try await targetDocument)
+        let sourceLog = ReplicationLog(document: try await source.localDocument(documentID))
+        let targetLog = ReplicationLog(document: try await target.localDocument(documentID))
         let (found, history) = ReplicationLog.startingPoint(source: sourceLog, target: targetLog)
         let start = sinceSequence ?? (enabled ? found : .zero)
-        lock.lock()
-        self.sourceLog = sourceLog
-        self.targetLog = targetLog
-        self.history = history
-        startSequence = start
-        committed = start
-        sourceInstance = sourceInfo.instanceStartTime
-        targetInstance = targetInfo.instanceStartTime
-        lock.unlock()
+        lock.withLock {
+            self.sourceLog = sourceLog
+            self.targetLog = targetLog
+            self.history = history
+            startSequence = start
+            committed = start
+            sourceInstance = sourceInfo.instanceStartTime
+            targetInstance = targetInfo.instanceStartTime
+        }
         if enabled, start != .zero { logger.info("resuming \(documentID) at source sequence \(start)") }
         return start
     }
@@ -65,24 +63,20 @@ final class Checkpointer: @unchecked Sendable {
     @discardableResult
     func checkpoint(through sequence: SourceSequence, statistics: ReplicationStatistics) async throws(ReplicationError) -> Bool {
         guard enabled else { return false }
-        lock.lock()
-        let alreadyCommitted = committed == sequence
-        let (history, startSequence, sourceInstance, targetInstance) = (self.history, self.startSequence,
-                                                                        self.sourceInstance, self.targetInstance)
-        lock.unlock()
+        let (alreadyCommitted, history, startSequence, sourceInstance, targetInstance) = lock.withLock {
+            (committed == sequence, self.history, self.startSequence, self.sourceInstance, self.targetInstance)
+        }
         guard !alreadyCommitted else { return false }
 
-        async let sourceCommit = source.ensureFullCommit()
         let targetTime: String?
         do {
             targetTime = try await target.ensureFullCommit()
         } catch {
-            _ = try? await sourceCommit
             throw ReplicationError(.checkpointCommitFailure, "Failure on target commit: \(error.reason)")
         }
         let sourceTime: String?
         do {
-            sourceTime = try await sourceCommit
+            sourceTime = try await source.ensureFullCommit()
         } catch {
             throw ReplicationError(.checkpointCommitFailure, "Failure on source commit: \(error.reason)")
         }
@@ -98,27 +92,25 @@ final class Checkpointer: @unchecked Sendable {
         let body = ReplicationLog.nextBody(sessionID: sessionID, sequence: sequence, startSequence: startSequence,
                                            startTime: startTime, statistics: statistics, history: history,
                                            hasDocumentIDs: hasDocumentIDs)
-        lock.lock()
-        let (sourceRevision, targetRevision) = (sourceLog.revision, targetLog.revision)
-        lock.unlock()
-        let newSourceRevision: String
-        let newTargetRevision: String
+        let (sourceRevision, targetRevision) = lock.withLock { (sourceLog.revision, targetLog.revision) }
+        // Each side's new revision is kept as soon as it is written, so that a failure on the
+        // other side does not leave a stale `_rev` behind for the next checkpoint.
         do {
-            newSourceRevision = try await write(body, revision: sourceRevision, to: source)
+            let revision = try await write(body, revision: sourceRevision, to: source)
+            lock.withLock { sourceLog = ReplicationLog(body: body, revision: revision) }
         } catch {
             throw ReplicationError(.checkpointCommitFailure, "Error updating the source checkpoint document: \(error.reason)")
         }
         do {
-            newTargetRevision = try await write(body, revision: targetRevision, to: target)
+            let revision = try await write(body, revision: targetRevision, to: target)
+            lock.withLock { targetLog = ReplicationLog(body: body, revision: revision) }
         } catch {
             throw ReplicationError(.checkpointCommitFailure, "Error updating the target checkpoint document: \(error.reason)")
         }
-        lock.lock()
-        sourceLog = ReplicationLog(body: body, revision: newSourceRevision)
-        targetLog = ReplicationLog(body: body, revision: newTargetRevision)
-        committed = sequence
-        written = body
-        lock.unlock()
+        lock.withLock {
+            committed = sequence
+            written = body
+        }
         logger.debug("recorded a checkpoint for \(source.displayName) -> \(target.displayName) at source sequence \(sequence)")
         return true
     }

@@ -57,22 +57,62 @@ final class LocalChangeStream: ChangeStream, @unchecked Sendable {
         if let observer { database.notifier.remove(observer) }
     }
 
+    private enum Step {
+        case event(ChangeEvent)
+        case end
+        case read(since: Int)
+    }
+
+    private func nextStep() -> Step {
+        lock.withLock {
+            if !buffer.isEmpty { return .event(buffer.removeFirst()) }
+            if finished || cancelled { return .end }
+            signalled = false
+            return .read(since: position)
+        }
+    }
+
+    /// After an empty read: what a caught-up feed says, or nil to wait for a commit.
+    private func caughtUp(at since: Int) -> Step? {
+        lock.withLock {
+            if !request.continuous {
+                finished = true
+                return .event(.lastSequence(SourceSequence(JSONValue(since))))
+            }
+            if !reportedCaughtUp {
+                reportedCaughtUp = true
+                if lastEmitted != position {
+                    // Filtered rows moved the feed on: let the checkpoint follow.
+                    lastEmitted = position
+                    buffer.append(.caughtUp)
+                    return .event(.lastSequence(SourceSequence(JSONValue(position))))
+                }
+                return .event(.caughtUp)
+            }
+            if signalled || cancelled { return .read(since: position) }
+            return nil
+        }
+    }
+
+    private func register(_ continuation: CheckedContinuation<Void, Never>) {
+        lock.lock()
+        if signalled || cancelled {
+            lock.unlock()
+            continuation.resume()
+        } else {
+            waiter = continuation
+            lock.unlock()
+        }
+    }
+
     func next() async throws(ReplicationError) -> ChangeEvent? {
         while true {
-            lock.lock()
-            if !buffer.isEmpty {
-                let event = buffer.removeFirst()
-                lock.unlock()
-                return event
+            let since: Int
+            switch nextStep() {
+            case .event(let event): return event
+            case .end: return nil
+            case .read(let position): since = position
             }
-            if finished || cancelled {
-                lock.unlock()
-                return nil
-            }
-            signalled = false
-            let since = position
-            lock.unlock()
-
             let rows: [ChangeRow]
             do {
                 let query = ChangesQuery(since: since, limit: Self.batchSize, includeTree: request.allLeaves,
@@ -89,50 +129,24 @@ final class LocalChangeStream: ChangeStream, @unchecked Sendable {
                     return .change(Change(sequence: SourceSequence(JSONValue(row.sequence)), id: row.id,
                                           revisions: revisions, isDeleted: row.isDeleted))
                 }
-                lock.lock()
-                position = rows.last!.sequence
-                if !events.isEmpty { lastEmitted = position }
-                buffer.append(contentsOf: events)
-                reportedCaughtUp = false
-                lock.unlock()
+                lock.withLock {
+                    position = rows[rows.count - 1].sequence
+                    if !events.isEmpty { lastEmitted = position }
+                    buffer.append(contentsOf: events)
+                    reportedCaughtUp = false
+                }
                 continue
             }
-            // Caught up: a normal feed ends; a continuous one says so once, then waits.
-            lock.lock()
-            if !request.continuous {
-                finished = true
-                lock.unlock()
-                return .lastSequence(SourceSequence(JSONValue(since)))
-            }
-            if !reportedCaughtUp {
-                reportedCaughtUp = true
-                if lastEmitted != position {
-                    lastEmitted = position
-                    buffer.append(.caughtUp)
-                    lock.unlock()
-                    return .lastSequence(SourceSequence(JSONValue(position)))
+            switch caughtUp(at: since) {
+            case .event(let event)?: return event
+            case .end?: return nil
+            case .read?: continue
+            case nil:
+                await withTaskCancellationHandler {
+                    await withCheckedContinuation { continuation in register(continuation) }
+                } onCancel: {
+                    self.cancel()
                 }
-                lock.unlock()
-                return .caughtUp
-            }
-            if signalled || cancelled {
-                lock.unlock()
-                continue
-            }
-            lock.unlock()
-            await withTaskCancellationHandler {
-                await withCheckedContinuation { continuation in
-                    lock.lock()
-                    if signalled || cancelled {
-                        lock.unlock()
-                        continuation.resume()
-                    } else {
-                        waiter = continuation
-                        lock.unlock()
-                    }
-                }
-            } onCancel: {
-                self.cancel()
             }
         }
     }

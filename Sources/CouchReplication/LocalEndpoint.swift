@@ -107,7 +107,7 @@ public final class LocalEndpoint: DatabaseEndpoint, @unchecked Sendable {
                 edit.id = id
                 return try database.update(edit).description
             }
-        } catch where error.reason == CouchError.documentConflict.reason {
+        } catch where error.reason == CouchError.documentConflict.description {
             throw ReplicationError(.checkpointCommitFailure, "conflict")
         }
     }
@@ -186,7 +186,7 @@ public final class LocalEndpoint: DatabaseEndpoint, @unchecked Sendable {
                 do {
                     edits.append(try DocumentEdit(json: .object(revision.document)))
                     writing.append(revision)
-                } catch {
+                } catch let error as CouchError {
                     failures.append(WriteFailure(id: revision.id, revision: revision.revision,
                                                  error: error.error, reason: error.reason))
                 }

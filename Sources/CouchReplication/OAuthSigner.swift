@@ -48,7 +48,7 @@ public struct OAuthSigner: Sendable {
     /// an `application/x-www-form-urlencoded` body (none for JSON bodies).
     public func authorization(method: String, url: String, formParameters: [(String, String)] = [],
                               nonce: String = Digest.randomHex(bytes: 8),
-                              timestamp: Int = Int(Date.secondsSince1970),
+                              timestamp: Int = Int(Date().timeIntervalSince1970),
                               realm: String? = nil) -> String {
         var protocolParameters: [(String, String)] = [
             ("oauth_consumer_key", credentials.consumerKey),
@@ -96,10 +96,11 @@ public struct OAuthSigner: Sendable {
 
     /// 3.4.1.3.2: each name and value encoded, sorted by name then value, joined with `=` and `&`.
     public static func normalizedParameters(_ parameters: [(String, String)]) -> String {
-        parameters.map { (encode($0.0), encode($0.1)) }
-            .sorted { $0.0 == $1.0 ? $0.1 < $1.1 : $0.0 < $1.0 }
-            .map { "\($0.0)=\($0.1)" }
-            .joined(separator: "&")
+        let encoded: [(name: String, value: String)] = parameters.map { (encode($0.0), encode($0.1)) }
+        let sorted = encoded.sorted { lhs, rhs in
+            lhs.name == rhs.name ? lhs.value < rhs.value : lhs.name < rhs.name
+        }
+        return sorted.map { $0.name + "=" + $0.value }.joined(separator: "&")
     }
 
     /// 3.4.1.3.1: the query's parameters, decoded as a form (`+` is a space).
@@ -136,8 +137,4 @@ public struct OAuthSigner: Sendable {
 
     /// 3.6: unreserved characters stay, everything else is `%XX` (upper case).
     public static func encode(_ text: String) -> String { URLEncoding.component(text) }
-}
-
-extension Date {
-    static var secondsSince1970: Double { Date().timeIntervalSince1970 }
 }

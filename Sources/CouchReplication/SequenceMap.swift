@@ -19,9 +19,10 @@ public struct SequenceMap<Sequence: Sendable>: Sendable {
     private var nextTicket = 0
     /// Safe to record in a checkpoint; nil until the first batch is complete.
     public private(set) var checkpointable: Sequence?
-    /// The sequence of the most recently completed batch, whatever came before it
-    /// (CouchDB's `highest_seq_done`, shown as `source_seq`).
+    /// The sequence of the latest batch (in feed order) that is complete, whatever came
+    /// before it (CouchDB's `highest_seq_done`, shown as `source_seq`).
     public private(set) var latestCompleted: Sequence?
+    private var latestCompletedTicket = -1
 
     public init(start: Sequence? = nil) {
         checkpointable = start
@@ -38,7 +39,10 @@ public struct SequenceMap<Sequence: Sendable>: Sendable {
     public mutating func complete(_ ticket: Int) {
         guard let offset = entries[firstIndex...].firstIndex(where: { $0.ticket == ticket }) else { return }
         entries[offset].isComplete = true
-        latestCompleted = entries[offset].sequence
+        if ticket > latestCompletedTicket {
+            latestCompletedTicket = ticket
+            latestCompleted = entries[offset].sequence
+        }
         while firstIndex < entries.count, entries[firstIndex].isComplete {
             checkpointable = entries[firstIndex].sequence
             firstIndex += 1

@@ -1,4 +1,5 @@
 import CouchCore
+import CouchReplication
 import CouchStore
 import Logging
 
@@ -9,6 +10,8 @@ public final class CouchServer: RequestHandler {
     public let configuration: ServerConfiguration
     /// Admins, sessions, the authorization policy and CORS (see `Auth/`).
     let accessControl: AccessControl
+    /// The replications started with `POST /_replicate`, listed by `GET /_active_tasks`.
+    public let replications: ReplicationManager
     let logger = Logger(label: "couchette.server")
 
     /// A server for `databases`, its admins (stored hashed) and session secret kept in
@@ -17,6 +20,7 @@ public final class CouchServer: RequestHandler {
         self.databases = databases
         self.configuration = configuration
         accessControl = try AccessControl(configuration: configuration, databases: databases)
+        replications = ReplicationManager(serverUUID: databases.serverUUID, databases: databases)
     }
 
     /// CouchDB's defaults: an admin party on loopback, unless admins were stored before.

@@ -17,6 +17,8 @@ public enum Endpoint: Sendable, Equatable {
         case uuids = "_uuids"
         case up = "_up"
         case session = "_session"
+        case replicate = "_replicate"
+        case activeTasks = "_active_tasks"
     }
 
     public enum DatabaseResource: String, Sendable, CaseIterable {

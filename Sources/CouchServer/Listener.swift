@@ -103,25 +103,16 @@ public final class Listener: @unchecked Sendable {
         guard let raw = statePointer.pointee else {
             let state = RequestState(method: method, path: url, connection: connection, listener: self)
             statePointer.pointee = Unmanaged.passRetained(state).toOpaque()
+            // Refused at once when the headers say so, before a client that sent
+            // `Expect: 100-continue` sends the body.
+            if let refusal = refusal(state, adding: 0) { return refuse(refusal, state: state, method: method, url: url) }
             return .YES
         }
         let state = Unmanaged<RequestState>.fromOpaque(raw).takeUnretainedValue()
         let count = uploadSize.pointee
         uploadSize.pointee = 0
         if state.responded { return .YES }
-        if state.headerBytes > configuration.maximumHeaderSize {
-            state.responded = true
-            state.sink?.abort()
-            logger.info("\(method) \(url) 431 headers too large")
-            return queue(.error(CouchError(.headerTooLarge, "Request headers are too large")), state: state, closing: true)
-        }
-        let limit = state.sink == nil ? configuration.maximumBodySize : configuration.maximumUploadSize
-        if state.rejected || state.received + count > limit {
-            state.responded = true
-            state.sink?.abort()
-            logger.info("\(method) \(url) 413 body too large")
-            return queue(.error(CouchError(.tooLarge, "Request body is too large")), state: state, closing: true)
-        }
+        if let refusal = refusal(state, adding: count) { return refuse(refusal, state: state, method: method, url: url) }
         if count > 0 {
             state.received += count
             guard let upload else { return .YES }
@@ -149,6 +140,23 @@ public final class Listener: @unchecked Sendable {
         }
         logger.info("\(method) \(url) \(response.status) \(state.elapsedMilliseconds)ms")
         return queue(response, state: state, closing: false)
+    }
+
+    /// A request over the header or body limits.
+    private func refusal(_ state: RequestState, adding count: Int) -> CouchError? {
+        if state.headerBytes > configuration.maximumHeaderSize {
+            return CouchError(.headerTooLarge, "Request headers are too large")
+        }
+        let limit = state.sink == nil ? configuration.maximumBodySize : configuration.maximumUploadSize
+        if state.rejected || state.received + count > limit { return CouchError(.tooLarge, "Request body is too large") }
+        return nil
+    }
+
+    private func refuse(_ error: CouchError, state: RequestState, method: String, url: String) -> MHD_Result {
+        state.responded = true
+        state.sink?.abort()
+        logger.info("\(method) \(url) \(error.status) \(error.reason)")
+        return queue(.error(error), state: state, closing: true)
     }
 
     private func queue(_ response: HTTPResponse, state: RequestState, closing: Bool) -> MHD_Result {

@@ -15,6 +15,8 @@ enum RouteTable {
         .server(.uuids): [.GET: ServerRoutes.getUUIDs],
         .server(.up): [.GET: ServerRoutes.getUp],
         .server(.session): [.GET: SessionRoutes.getSession, .POST: SessionRoutes.postSession, .DELETE: SessionRoutes.deleteSession],
+        .server(.replicate): [.POST: ReplicateRoute.postReplicate],
+        .server(.activeTasks): [.GET: ActiveTasksRoute.getActiveTasks],
 
         .database: [
             .GET: DatabaseRoutes.getDatabase,

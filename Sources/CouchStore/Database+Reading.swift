@@ -21,10 +21,32 @@ extension Database {
     /// Throws CouchDB's `not_found` with reason `missing` or `deleted`.
     public func document(_ id: DocumentID, revision: RevisionID? = nil) throws -> DocumentSnapshot {
         try readers.withConnection { connection in
+            // The current revision lives in the document's row: one statement, no transaction.
+            if let current = try Self.currentSnapshot(id, connection: connection),
+               revision == nil || revision == current.record.winner {
+                if revision == nil, current.record.isDeleted { throw CouchError.notFound("deleted") }
+                return current
+            }
             try connection.execute("BEGIN")
             defer { try? connection.execute("COMMIT") }
             return try Self.snapshot(id, revision: revision, connection: connection)
         }
+    }
+
+    static func currentSnapshot(_ id: DocumentID, connection: SQLiteConnection) throws -> DocumentSnapshot? {
+        var snapshot: DocumentSnapshot?
+        try connection.query(
+            "SELECT sequence, deleted, winning_rev, revision_tree, body, attachments FROM documents WHERE doc_id = ?",
+            [.text(id.rawValue)]
+        ) { row in
+            let tree = try decodeTree(row.blob(3))
+            let winner = try parseRevision(row.text(2))
+            let record = DocumentRecord(id: id, sequence: row.int(0), tree: tree, winner: winner, isDeleted: row.int(1) != 0)
+            let revision = StoredRevision(id: id, revision: winner, isDeleted: record.isDeleted, body: row.blob(4),
+                                          attachments: AttachmentInfo.decode(row.blob(5)))
+            snapshot = DocumentSnapshot(record: record, revision: revision)
+        }
+        return snapshot
     }
 
     /// Several revisions of one document read consistently (`open_revs`): nil where a
@@ -105,8 +127,9 @@ extension Database {
         try readers.withConnection { try $0.scalarInt("SELECT count(*) FROM documents WHERE sequence > ?", [.int(sequence)]) ?? 0 }
     }
 
-    /// Live documents in ID order within the query's key range.
-    public func allDocuments(_ query: AllDocumentsQuery) throws -> (rows: [AllDocumentsRow], offset: Int, total: Int) {
+    /// Live documents in ID order within the query's key range, after `query.after` when
+    /// paging through a long listing.
+    public func allDocuments(_ query: AllDocumentsQuery) throws -> [AllDocumentsRow] {
         var conditions = ["deleted = 0"]
         var arguments: [SQLiteValue] = []
         let (low, high) = query.descending ? (query.endKey, query.startKey) : (query.startKey, query.endKey)
@@ -120,6 +143,10 @@ extension Database {
             conditions.append(inclusive ? "doc_id <= ?" : "doc_id < ?")
             arguments.append(.text(high))
         }
+        if let after = query.after {
+            conditions.append(query.descending ? "doc_id < ?" : "doc_id > ?")
+            arguments.append(.text(after))
+        }
         let columns = "doc_id, winning_rev, deleted, sequence"
             + (query.includeTree ? ", revision_tree" : ", NULL")
             + (query.includeBodies ? ", body, attachments" : ", NULL, NULL")
@@ -128,21 +155,26 @@ extension Database {
         arguments.append(.int(query.limit ?? -1))
         arguments.append(.int(query.skip))
         return try readers.withConnection { connection in
-            try connection.execute("BEGIN")
-            defer { try? connection.execute("COMMIT") }
             var rows: [AllDocumentsRow] = []
             try connection.query(sql, arguments) { row in
                 rows.append(Self.allDocumentsRow(row, includeTree: query.includeTree, includeBodies: query.includeBodies))
             }
-            let total = try connection.scalarInt("SELECT count(*) FROM documents WHERE deleted = 0") ?? 0
-            // CouchDB's offset: how many rows precede the range start in the requested order.
+            return rows
+        }
+    }
+
+    /// `_all_docs`' `total_rows` and `offset`: live documents, and how many precede the
+    /// range start in the requested order (plus `skip`).
+    public func allDocumentsPosition(_ query: AllDocumentsQuery) throws -> (offset: Int, total: Int) {
+        try readers.withConnection { connection in
+            let total = try Self.documentCounts(connection).live
             var offset = query.skip
             if let start = query.startKey {
                 let comparison = query.descending ? "doc_id > ?" : "doc_id < ?"
                 offset += try connection.scalarInt(
                     "SELECT count(*) FROM documents WHERE deleted = 0 AND \(comparison)", [.text(start)]) ?? 0
             }
-            return (rows, min(offset, total), total)
+            return (min(offset, total), total)
         }
     }
 

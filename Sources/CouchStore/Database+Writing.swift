@@ -94,7 +94,7 @@ extension Database {
     }
 
     private func inSavepoint(_ transaction: WriteTransaction, _ body: () throws -> RevisionID) -> WriteResult {
-        let saved = transaction.sequence
+        let saved = transaction.state
         do {
             try transaction.connection.execute("SAVEPOINT document")
             do {
@@ -102,7 +102,7 @@ extension Database {
                 try transaction.connection.execute("RELEASE document")
                 return .success(revision)
             } catch {
-                transaction.sequence = saved
+                transaction.state = saved
                 try? transaction.connection.execute("ROLLBACK TO document")
                 try? transaction.connection.execute("RELEASE document")
                 throw error
@@ -134,11 +134,13 @@ extension Database {
         guard let id = edit.id else { throw CouchError.badRequest("Document id is missing") }
         if id.isLocal { return try applyLocal(edit, id: id, in: transaction) }
         let connection = transaction.connection
-        var existing: (key: Int, tree: RevisionTree, winner: RevisionID, body: [UInt8], attachments: [UInt8])?
+        var existing: (key: Int, tree: RevisionTree, winner: RevisionID, body: [UInt8], attachments: [UInt8], isDeleted: Bool)?
         try connection.query(
-            "SELECT doc_key, revision_tree, winning_rev, body, attachments FROM documents WHERE doc_id = ?", [.text(id.rawValue)]
+            "SELECT doc_key, revision_tree, winning_rev, body, attachments, deleted FROM documents WHERE doc_id = ?",
+            [.text(id.rawValue)]
         ) { row in
-            existing = (row.int(0), try decodeTree(row.blob(1)), try parseRevision(row.text(2)), row.blob(3), row.blob(4))
+            existing = (row.int(0), try decodeTree(row.blob(1)), try parseRevision(row.text(2)), row.blob(3), row.blob(4),
+                        row.int(5) != 0)
         }
         var tree = existing?.tree ?? RevisionTree()
         let record = existing.map { DocumentRecord(id: id, sequence: 0, tree: $0.tree, winner: $0.winner, isDeleted: false) }
@@ -186,6 +188,8 @@ extension Database {
         let sequence = transaction.nextSequence()
 
         guard let existing else {
+            transaction.state.counts.count(winner.isDeleted, by: 1)
+            transaction.state.counts.externalSize += winner.isDeleted ? 0 : body.count
             try connection.run(
                 "INSERT INTO documents (doc_id, sequence, deleted, winning_rev, body, revision_tree, attachments) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 [.text(id.rawValue), .int(sequence), .int(winner.isDeleted ? 1 : 0), .text(winner.revision.description),
@@ -223,6 +227,10 @@ extension Database {
             try connection.run("DELETE FROM revision_bodies WHERE doc_key = ? AND rev_id = ?",
                                [.int(existing.key), .text(stemmed.description)])
         }
+        transaction.state.counts.count(existing.isDeleted, by: -1)
+        transaction.state.counts.count(winner.isDeleted, by: 1)
+        transaction.state.counts.externalSize += (winner.isDeleted ? 0 : winnerBody.byteCount)
+            - (existing.isDeleted ? 0 : existing.body.count)
         try connection.run(
             "UPDATE documents SET sequence = ?, deleted = ?, winning_rev = ?, body = ?, revision_tree = ?, attachments = ? WHERE doc_key = ?",
             [.int(sequence), .int(winner.isDeleted ? 1 : 0), .text(winner.revision.description),

@@ -85,22 +85,34 @@ public final class Database: @unchecked Sendable {
         return true
     }
 
+    /// The counts every write keeps in `metadata`.
+    static func documentCounts(_ connection: SQLiteConnection) throws -> DocumentCounts {
+        var counts = DocumentCounts()
+        try connection.query(
+            "SELECT key, CAST(value AS INTEGER) FROM metadata WHERE key IN ('doc_count', 'doc_del_count', 'external_size')"
+        ) { row in
+            switch row.text(0) {
+            case "doc_count": counts.live = row.int(1)
+            case "doc_del_count": counts.deleted = row.int(1)
+            default: counts.externalSize = row.int(1)
+            }
+        }
+        return counts
+    }
+
     public func info() throws -> DatabaseInfo {
         try readers.withConnection { connection in
-            let live = try connection.scalarInt("SELECT count(*) FROM documents WHERE deleted = 0") ?? 0
-            let deleted = try connection.scalarInt("SELECT count(*) FROM documents WHERE deleted = 1") ?? 0
+            let counts = try Self.documentCounts(connection)
             let pageCount = try connection.scalarInt("PRAGMA page_count") ?? 0
             let pageSize = try connection.scalarInt("PRAGMA page_size") ?? 4096
             let freePages = try connection.scalarInt("PRAGMA freelist_count") ?? 0
-            let external = try connection.scalarInt(
-                "SELECT coalesce(sum(length(body)), 0) FROM documents") ?? 0
             let walSize = ((try? FileManager.default.attributesOfItem(atPath: path + "-wal"))?[.size] as? Int) ?? 0
             return DatabaseInfo(
-                name: name, documentCount: live, deletedDocumentCount: deleted,
+                name: name, documentCount: counts.live, deletedDocumentCount: counts.deleted,
                 updateSequence: updateSequence,
                 fileSize: pageCount * pageSize + walSize,
                 activeSize: (pageCount - freePages) * pageSize,
-                externalSize: external,
+                externalSize: counts.externalSize,
                 instanceStartTime: instanceStartTime,
                 compactRunning: isCompacting)
         }

@@ -38,6 +38,13 @@ enum DatabaseSchema {
             ALTER TABLE documents ADD COLUMN attachments BLOB;
             ALTER TABLE revision_bodies ADD COLUMN attachments BLOB;
             """),
+        // Document counts kept by every write, so database info never scans the documents.
+        Migration(name: "v3-document-counts", sql: """
+            INSERT OR REPLACE INTO metadata (key, value) SELECT 'doc_count', count(*) FROM documents WHERE deleted = 0;
+            INSERT OR REPLACE INTO metadata (key, value) SELECT 'doc_del_count', count(*) FROM documents WHERE deleted = 1;
+            INSERT OR REPLACE INTO metadata (key, value)
+                SELECT 'external_size', coalesce(sum(length(body)), 0) FROM documents WHERE deleted = 0;
+            """),
     ]
 
     static func configure(_ connection: SQLiteConnection) throws(CouchError) {

@@ -97,6 +97,15 @@ enum SQLiteValue {
     case text(String)
     case blob([UInt8])
     case null
+
+    /// The size of a blob or text value.
+    var byteCount: Int {
+        switch self {
+        case .blob(let bytes): bytes.count
+        case .text(let text): text.utf8.count
+        case .int, .null: 0
+        }
+    }
 }
 
 final class SQLiteStatement {

@@ -88,6 +88,8 @@ public struct AllDocumentsQuery: Sendable {
     public var skip = 0
     public var includeBodies = false
     public var includeTree = false
+    /// Continue after this ID (exclusive), for paging.
+    public var after: String?
     public init() {}
 }
 

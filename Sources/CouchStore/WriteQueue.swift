@@ -84,19 +84,20 @@ final class WriteQueue: @unchecked Sendable {
             return startSequence
         }
         for write in batch {
-            let savedSequence = transaction.sequence
+            let saved = transaction.state
             do {
                 try connection.execute("SAVEPOINT write")
                 try write.operation(transaction)
                 try connection.execute("RELEASE write")
             } catch {
-                transaction.sequence = savedSequence
+                transaction.state = saved
                 try? connection.execute("ROLLBACK TO write")
                 try? connection.execute("RELEASE write")
                 write.error = error
             }
         }
         do {
+            try transaction.recordCounts()
             try connection.execute("COMMIT")
         } catch {
             try? connection.execute("ROLLBACK")
@@ -110,18 +111,50 @@ final class WriteQueue: @unchecked Sendable {
 }
 
 /// What a write sees: the writer connection inside an open transaction, and the
-/// database's update sequence as it stands within that transaction.
+/// database's update sequence and document counts as they stand within it.
 final class WriteTransaction {
+    /// What a failed write must undo besides its SQL (restored with its savepoint).
+    struct State {
+        var sequence: Int
+        var counts = DocumentCounts()
+    }
+
     let connection: SQLiteConnection
-    var sequence: Int
+    var state: State
 
     init(connection: SQLiteConnection, sequence: Int) {
         self.connection = connection
-        self.sequence = sequence
+        state = State(sequence: sequence)
     }
 
+    var sequence: Int { state.sequence }
+
     func nextSequence() -> Int {
-        sequence += 1
-        return sequence
+        state.sequence += 1
+        return state.sequence
+    }
+
+    /// Adds this transaction's changes to the stored document counts, once, before it commits.
+    func recordCounts() throws {
+        let counts = state.counts
+        guard counts != DocumentCounts() else { return }
+        for (key, delta) in [("doc_count", counts.live), ("doc_del_count", counts.deleted), ("external_size", counts.externalSize)]
+        where delta != 0 {
+            try connection.run("UPDATE metadata SET value = CAST(value AS INTEGER) + ? WHERE key = ?", [.int(delta), .text(key)])
+        }
+    }
+}
+
+/// How many documents are live and deleted, and the size of their winning bodies:
+/// kept up to date by each write so `GET /db` never scans the documents.
+struct DocumentCounts: Equatable {
+    var live = 0
+    var deleted = 0
+    var externalSize = 0
+}
+
+extension DocumentCounts {
+    mutating func count(_ isDeleted: Bool, by delta: Int) {
+        if isDeleted { deleted += delta } else { live += delta }
     }
 }

@@ -104,7 +104,7 @@ final class Transfer: @unchecked Sendable {
 
     fileprivate func receiveHeader(_ bytes: UnsafeRawBufferPointer) {
         var line = Substring(String(decoding: bytes, as: UTF8.self))
-        while let last = line.last, last == "\r" || last == "\n" { line.removeLast() }
+        while let last = line.last, last.isNewline { line.removeLast() }
         var deliverHead = false
         lock.lock()
         if line.hasPrefix("HTTP/") {

@@ -202,3 +202,33 @@ import Testing
         #expect(try attachmentFiles().count == 1)
     }
 }
+
+@Suite struct CompressedAttachmentTests {
+    /// Peers such as CouchDB send compressible attachments gzip-encoded with
+    /// `"encoding": "gzip"`; clients then get them decoded unless they accept gzip.
+    @Test func gzipEncodedAttachmentsAreServedDecodedOrAsIs() throws {
+        let server = try TestServer()
+        defer { server.stop() }
+        try server.createDatabase("db")
+        let text = Array(String(repeating: "compressible text ", count: 200).utf8)
+        let encoded = Gzip.compress(text)
+        let digest = "md5-" + Base64.encode(Digest.md5(encoded))
+        let body = #"""
+            {"new_edits":false,"docs":[{"_id":"z","_rev":"1-a","_attachments":{"t.txt":{"content_type":"text/plain",
+             "revpos":1,"digest":"\#(digest)","length":\#(text.count),"encoding":"gzip","data":"\#(Base64.encode(encoded))"}}}]}
+            """#
+        #expect(try server.json("POST", "/db/_bulk_docs", body: body).json == [])
+        let plain = try server.request("GET", "/db/z/t.txt")
+        #expect(plain.body == text)
+        #expect(plain.header("Content-Encoding") == nil)
+        let zipped = try server.request("GET", "/db/z/t.txt", headers: [("Accept-Encoding", "gzip, deflate")])
+        #expect(zipped.header("Content-Encoding") == "gzip")
+        #expect(zipped.body == encoded)
+        let info = try server.json("GET", "/db/z?att_encoding_info=true").json["_attachments"]?["t.txt"]
+        #expect(info?["encoding"] == "gzip")
+        #expect(info?["encoded_length"]?.intValue == encoded.count)
+        #expect(info?["length"]?.intValue == text.count)
+        let inline = try server.json("GET", "/db/z?attachments=true").json["_attachments"]?["t.txt"]?["data"]?.stringValue
+        #expect(inline.flatMap(Base64.decode) == text)
+    }
+}

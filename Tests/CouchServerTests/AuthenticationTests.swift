@@ -53,7 +53,7 @@ import Testing
         #expect(try server.request("GET", "/", headers: [("Authorization", "Basic %%%")]).status == 400)
         #expect(try server.request("GET", "/", headers: [("Authorization", "Bearer abc")]).status == 400)
         // `_:_` is CouchDB's way to send no credentials.
-        #expect(try server.json("GET", "/_session", headers: [basicAuthorization("_", "_")]).json["userCtx"]?["name"] == nil)
+        #expect(try server.json("GET", "/_session", headers: [basicAuthorization("_", "_")]).json["userCtx"]?["name"] == .null)
     }
 
     @Test func wwwAuthenticateOnlyWhereCouchDBSendsIt() throws {
@@ -149,7 +149,7 @@ import Testing
         for forged in [Base64URL.encode(renamed), Base64URL.encode(bytes), Base64URL.encode(later), selfSigned] {
             let session = try server.json("GET", "/_session", headers: [cookieHeader(forged)])
             #expect(session.status == 200)
-            #expect(session.json["userCtx"]?["name"] == nil)
+            #expect(session.json["userCtx"]?["name"] == .null)
             #expect(try server.request("GET", "/secured", headers: [cookieHeader(forged)]).status == 401)
         }
         let malformed = try server.json("GET", "/_session", headers: [cookieHeader("not-a-cookie!")])
@@ -187,11 +187,23 @@ import Testing
 
         // Started again without --admin: the stored admin still logs in, and its session holds.
         let second = try TestServer(directory: first.directory, configuration: .testing())
-        defer { second.stop() }
         #expect(!second.server.isAdminParty)
         #expect(try second.request("PUT", "/db").status == 401)
         #expect(try second.request("PUT", "/db", headers: [basicAuthorization("root", password)]).status == 201)
         #expect(try second.json("GET", "/_session", headers: [cookieHeader(cookie)]).json["userCtx"]?["name"] == "root")
+        second.stop(keepData: true)
+
+        // Given again with the same password, the stored hash stays (and so do sessions);
+        // with a new password, the old one and its sessions end.
+        let third = try TestServer(directory: first.directory, configuration: .testing(admins: ["root": password]))
+        #expect(try third.json("GET", "/_session", headers: [cookieHeader(cookie)]).json["userCtx"]?["name"] == "root")
+        third.stop(keepData: true)
+        #expect(FileManager.default.contents(atPath: first.directory + "/admins.ini") == admins)
+        let fourth = try TestServer(directory: first.directory, configuration: .testing(admins: ["root": "new-Root-pw-1"]))
+        defer { fourth.stop() }
+        #expect(try fourth.json("GET", "/_session", headers: [cookieHeader(cookie)]).json["userCtx"]?["name"] == .null)
+        #expect(try fourth.request("GET", "/", headers: [basicAuthorization("root", password)]).status == 401)
+        #expect(try fourth.request("GET", "/_all_dbs", headers: [basicAuthorization("root", "new-Root-pw-1")]).status == 200)
     }
 
     @Test func adminHashesReadCouchDBsLocalIniForms() throws {

@@ -15,7 +15,7 @@ public final class TestServer: @unchecked Sendable {
 
     /// `configuration` sets admins, CORS, limits...; the listener always takes an ephemeral
     /// loopback port, and `configure` may still adjust it.
-    public init(directory existing: String? = nil, configuration: ServerConfiguration = ServerConfiguration(),
+    public init(directory existing: String? = nil, configuration: ServerConfiguration = .testing(),
                 configure: (inout ListenerConfiguration) -> Void = { _ in }) throws {
         TestLogging.bootstrapped
         directory = existing ?? TestServer.makeTemporaryDirectory()

@@ -7,10 +7,11 @@
  * file, through one prepared statement, BATCH rows per transaction (BEGIN IMMEDIATE ...
  * COMMIT). BATCH=1000 is the batched write ceiling; BATCH=1 is the durable single-write
  * ceiling (one fsync'd commit per row). `scan` reads every row back in doc_id or sequence
- * order, the raw-storage ceiling of _all_docs and _changes.
+ * order, the raw-storage ceiling of _all_docs and _changes: with the bodies
+ * (_all_docs?include_docs=true) or only id, sequence, deleted flag and revision (_changes).
  *
  * Usage: sqlite_ref insert DB_PATH BODY_FILE COUNT BATCH MAX_SECONDS
- *        sqlite_ref scan DB_PATH doc_id|sequence
+ *        sqlite_ref scan DB_PATH doc_id|sequence bodies|metadata
  * Prints one JSON object: {"rows":N,"seconds":S,"rows_per_second":R,...}.
  */
 #include <sqlite3.h>
@@ -123,14 +124,17 @@ static int insert(const char *path, const char *body_path, long count, long batc
     return 0;
 }
 
-static int scan(const char *path, const char *order) {
-    if (strcmp(order, "doc_id") != 0 && strcmp(order, "sequence") != 0) {
-        fprintf(stderr, "sqlite_ref: scan order must be doc_id or sequence\n");
+static int scan(const char *path, const char *order, const char *columns) {
+    int bodies = strcmp(columns, "bodies") == 0;
+    if ((strcmp(order, "doc_id") != 0 && strcmp(order, "sequence") != 0)
+        || (!bodies && strcmp(columns, "metadata") != 0)) {
+        fprintf(stderr, "sqlite_ref: scan order must be doc_id or sequence, columns bodies or metadata\n");
         return 2;
     }
     sqlite3 *db = open_database(path);
     char sql[160];
-    snprintf(sql, sizeof(sql), "SELECT doc_id, sequence, winning_rev, body FROM documents ORDER BY %s", order);
+    snprintf(sql, sizeof(sql), "SELECT doc_id, sequence, winning_rev, %s FROM documents ORDER BY %s",
+             bodies ? "body" : "deleted", order);
     sqlite3_stmt *statement = NULL;
     double start = now_seconds();
     check(db, sqlite3_prepare_v2(db, sql, -1, &statement, NULL), "prepare");
@@ -138,16 +142,21 @@ static int scan(const char *path, const char *order) {
     int code;
     while ((code = sqlite3_step(statement)) == SQLITE_ROW) {
         bytes += sqlite3_column_bytes(statement, 0) + sqlite3_column_bytes(statement, 2)
-               + sqlite3_column_bytes(statement, 3) + (long)(sqlite3_column_int64(statement, 1) & 1);
-        (void)sqlite3_column_blob(statement, 3);
+               + (long)(sqlite3_column_int64(statement, 1) & 1);
+        if (bodies) {
+            (void)sqlite3_column_blob(statement, 3);
+            bytes += sqlite3_column_bytes(statement, 3);
+        } else {
+            bytes += sqlite3_column_int(statement, 3);
+        }
         rows++;
     }
     check(db, code, "scan");
     double elapsed = now_seconds() - start;
     sqlite3_finalize(statement);
     sqlite3_close(db);
-    printf("{\"mode\":\"scan\",\"order\":\"%s\",\"rows\":%ld,\"bytes\":%ld,\"seconds\":%.6f,"
-           "\"rows_per_second\":%.1f}\n", order, rows, bytes, elapsed, rows / (elapsed > 0 ? elapsed : 1e-9));
+    printf("{\"mode\":\"scan\",\"order\":\"%s\",\"columns\":\"%s\",\"rows\":%ld,\"bytes\":%ld,\"seconds\":%.6f,"
+           "\"rows_per_second\":%.1f}\n", order, columns, rows, bytes, elapsed, rows / (elapsed > 0 ? elapsed : 1e-9));
     return 0;
 }
 
@@ -158,8 +167,8 @@ int main(int argc, char **argv) {
         if (count <= 0 || batch <= 0 || max_seconds <= 0) { fprintf(stderr, "bad arguments\n"); return 2; }
         return insert(argv[2], argv[3], count, batch, max_seconds);
     }
-    if (argc == 4 && strcmp(argv[1], "scan") == 0) return scan(argv[2], argv[3]);
+    if (argc == 5 && strcmp(argv[1], "scan") == 0) return scan(argv[2], argv[3], argv[4]);
     fprintf(stderr, "usage: %s insert DB_PATH BODY_FILE COUNT BATCH MAX_SECONDS\n"
-                    "       %s scan DB_PATH doc_id|sequence\n", argv[0], argv[0]);
+                    "       %s scan DB_PATH doc_id|sequence bodies|metadata\n", argv[0], argv[0]);
     return 2;
 }

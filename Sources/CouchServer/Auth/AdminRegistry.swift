@@ -68,6 +68,9 @@ public struct AdminRegistry: Sendable {
                     admins[entry.name] = hash
                     changed = true
                 }
+            } else if let stored = admins[entry.name], hasher.verify(entry.secret, against: stored) {
+                // The same password again: keep its hash, and the sessions signed with its salt.
+                continue
             } else {
                 admins[entry.name] = hasher.hash(entry.secret)
                 changed = true

@@ -33,6 +33,9 @@ enum AuthorizationPolicy {
         case .server(let resource):
             switch resource {
             case .root, .up, .uuids, .session: return .anyone
+            // Replications read and write local databases directly, whatever their
+            // `_security`, so only admins may start them; `_active_tasks` is admin-only in CouchDB.
+            case .replicate, .activeTasks: return .serverAdmin
             // CouchDB 3: `[chttpd] admin_only_all_dbs = true`.
             case .allDatabases: return .serverAdmin
             }

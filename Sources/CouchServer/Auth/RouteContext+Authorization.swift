@@ -41,11 +41,11 @@ extension RouteContext {
     }
 
     /// CouchDB's `max_document_size`: 413 `document_too_large` naming the document. Only
-    /// a request body larger than the limit can hold such a document, so smaller ones are
-    /// not measured.
+    /// a request body larger than the limit can hold such a document, so documents from
+    /// smaller ones are not measured (streamed `multipart/related` bodies always are).
     private func checkDocumentSizes(_ edits: [DocumentEdit]) throws(CouchError) {
         let limit = server.accessControl.maximumDocumentSize
-        guard request.body.count > limit else { return }
+        guard request.body.count > limit || request.bodySink != nil else { return }
         for edit in edits where JSONValue.object(edit.body).serialized().count > limit {
             throw CouchError(.documentTooLarge, edit.id?.rawValue ?? "")
         }

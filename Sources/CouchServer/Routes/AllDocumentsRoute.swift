@@ -56,35 +56,25 @@ enum AllDocumentsRoute {
             }
         }
 
-        var output: [UInt8] = []
-        let rows: [RowOutput]
-        let offset: Int
-        let total: Int
-        if let keys {
-            guard let keyList = keys.arrayValue else { throw CouchError.badRequest("`keys` must be an array") }
-            let ids = keyList.map { DocumentID($0.stringValue ?? "") }
-            let found = try database.documents(ids: ids, includeBodies: includeDocs, includeTree: query.includeTree)
-            var listed = Array(zip(keyList, found)).map { key, row in RowOutput(key: key, row: row) }
-            if query.descending { listed.reverse() }
-            rows = Array(listed.dropFirst(query.skip).prefix(query.limit ?? Int.max))
-            total = try database.info().documentCount
-            offset = 0
-        } else {
-            let result = try database.allDocuments(query)
-            rows = result.rows.map { RowOutput(key: JSONValue($0.id.rawValue), row: $0) }
-            offset = result.offset
-            total = result.total
+        let updateSequence = try context.boolOption("update_seq") ? database.updateSequence : nil
+        guard let keys else {
+            let stream = AllDocumentsStream(database: database, query: query, includeDocs: includeDocs, render: render,
+                                            updateSequence: updateSequence)
+            return HTTPResponse(status: 200, headers: [("Content-Type", HTTPResponse.jsonContentType)], body: .stream(stream))
         }
-        output.append(contentsOf: #"{"total_rows":\#(total),"offset":\#(offset)"#.utf8)
-        if try context.boolOption("update_seq") {
-            output.append(contentsOf: #","update_seq":\#(database.updateSequence)"#.utf8)
-        }
-        output.append(contentsOf: #","rows":["#.utf8)
+        guard let keyList = keys.arrayValue else { throw CouchError.badRequest("`keys` must be an array") }
+        let ids = keyList.map { DocumentID($0.stringValue ?? "") }
+        let found = try database.documents(ids: ids, includeBodies: includeDocs, includeTree: query.includeTree)
+        var listed = Array(zip(keyList, found)).map { key, row in RowOutput(key: key, row: row) }
+        if query.descending { listed.reverse() }
+        let rows = Array(listed.dropFirst(query.skip).prefix(query.limit ?? Int.max))
+        var output = AllDocumentsStream.prelude(total: try database.info().documentCount, offset: 0,
+                                                updateSequence: updateSequence)
         for (index, row) in rows.enumerated() {
             output.append(contentsOf: index == 0 ? "\n".utf8 : ",\n".utf8)
             try row.write(to: &output, includeDocs: includeDocs, render: render)
         }
-        output.append(contentsOf: "\n]}\n".utf8)
+        output.append(contentsOf: AllDocumentsStream.epilogue)
         return .json(200, bytes: output)
     }
 

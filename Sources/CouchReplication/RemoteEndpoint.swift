@@ -1,0 +1,319 @@
+import CouchCore
+import CurlClient
+import Foundation
+import Logging
+
+/// A database behind a URL, spoken to over HTTP with CouchDB's replication protocol.
+/// Each request is retried on connection failures, timeouts and 5xx/408/429 answers,
+/// waiting 250 ms, then twice as long each time (`retries_per_request`, 5 by default),
+/// before the failure reaches the replication. Connections are kept alive and shared
+/// through the `HTTPClient`.
+public final class RemoteEndpoint: DatabaseEndpoint, @unchecked Sendable {
+    public let peer: RemotePeer
+    let client: HTTPClient
+    let retries: Int
+    let logger: Logger
+    let authenticator: PeerAuthenticator
+    private let lock = NSLock()
+    private var bulkGetUnsupported = false
+
+    public init(peer: RemotePeer, client: HTTPClient, retries: Int = 5,
+                logger: Logger = Logger(label: "couchette.replication")) {
+        self.peer = peer
+        self.client = client
+        self.retries = retries
+        self.logger = logger
+        authenticator = PeerAuthenticator(peer: peer, client: client, logger: logger)
+    }
+
+    public var displayName: String { peer.displayURL }
+
+    // MARK: - Requests
+
+    /// Sends a request to `<database URL><path>?<query>`, retrying as described above.
+    /// Any answer that is not retried is returned, whatever its status.
+    func send(_ method: String, _ path: String = "", query: [(String, String)] = [], body: [UInt8]? = nil,
+              contentType: String = "application/json", accept: String = "application/json",
+              retryable: Bool = true) async throws(ReplicationError) -> HTTPClient.Response {
+        let url = peer.databaseURL + path + (query.isEmpty ? "" : "?" + URLEncoding.query(query))
+        let shownURL = peer.displayURL + path
+        var backoff = Backoff.request
+        var retriedAuthentication = false
+        while true {
+            if Task.isCancelled { throw ReplicationError(.stopped, "stopped") }
+            let (authentication, epoch) = try await authenticator.headers(method: method, url: url)
+            var headers: [(name: String, value: String)] = [("Accept", accept)]
+            if body != nil { headers.append(("Content-Type", contentType)) }
+            headers += peer.headers.map { ($0.name, $0.value) }
+            headers += authentication
+            let failure: ReplicationError
+            do {
+                let response = try await client.send(HTTPClient.Request(
+                    method: method, url: url, headers: headers, body: body, tls: peer.tls))
+                if response.status >= 500 || response.status == 408 || response.status == 429 {
+                    failure = ReplicationError(.requestFailed, "\(method) \(shownURL) failed with status \(response.status)")
+                } else {
+                    if authenticator.shouldRetry(after: response, epoch: epoch), !retriedAuthentication {
+                        retriedAuthentication = true
+                        continue
+                    }
+                    return response
+                }
+            } catch .cancelled {
+                throw ReplicationError(.stopped, "stopped")
+            } catch .cannotConnect(let message) {
+                failure = ReplicationError(.peerUnreachable, "\(method) \(shownURL) failed: \(message)")
+            } catch {
+                failure = ReplicationError(.requestFailed, "\(method) \(shownURL) failed: \(error)")
+            }
+            guard retryable, backoff.failures < retries else { throw failure }
+            let wait = backoff.next()
+            logger.notice("Retrying \(method) request to \(shownURL) in \(Double(wait) / 1000) seconds due to error \(failure.reason)")
+            try await ChangesReader.sleep(milliseconds: wait)
+        }
+    }
+
+    /// The response body as JSON.
+    static func json(_ response: HTTPClient.Response) -> JSONValue? {
+        try? JSONValue.parse(response.body)
+    }
+
+    static func errorDetail(_ response: HTTPClient.Response) -> String {
+        guard let json = json(response) else { return "status \(response.status)" }
+        let error = json["error"]?.stringValue ?? "status \(response.status)"
+        return json["reason"]?.stringValue.map { "\(error): \($0)" } ?? error
+    }
+
+    private func unexpected(_ response: HTTPClient.Response, _ what: String) -> ReplicationError {
+        switch response.status {
+        case 401: ReplicationError(.unauthorized, "unauthorized to access or create database \(displayName)")
+        case 403: ReplicationError(.forbidden, "forbidden to access database \(displayName)")
+        default: ReplicationError(.requestFailed, "\(what) on \(displayName) failed: \(Self.errorDetail(response))")
+        }
+    }
+
+    // MARK: - Database
+
+    public func open(create: Bool, createParameters: JSONObject) async throws(ReplicationError) -> EndpointInfo {
+        if create {
+            let query = createParameters.map { ($0.key, ReplicationFilter.parameterText($0.value)) }
+            let response = try await send("PUT", query: query)
+            if response.status == 401 {
+                throw ReplicationError(.unauthorized, "unauthorized to access or create database \(displayName)")
+            }
+            if response.status == 403 {
+                throw ReplicationError(.forbidden, "forbidden to create database \(displayName)")
+            }
+        }
+        let response = try await send("GET")
+        switch response.status {
+        case 200:
+            guard let info = Self.json(response), let sequence = info["update_seq"] else {
+                throw ReplicationError(.databaseNotFound, "could not open \(displayName)")
+            }
+            return EndpointInfo(updateSequence: SourceSequence(sequence),
+                                instanceStartTime: Self.instanceStartTime(info["instance_start_time"]))
+        case 401:
+            throw ReplicationError(.unauthorized, "unauthorized to access or create database \(displayName)")
+        case 403:
+            throw ReplicationError(.forbidden, "forbidden to access database \(displayName)")
+        default:
+            throw ReplicationError(.databaseNotFound, "could not open \(displayName)")
+        }
+    }
+
+    public func info() async throws(ReplicationError) -> EndpointInfo {
+        let response = try await send("GET")
+        guard response.status == 200, let info = Self.json(response), let sequence = info["update_seq"] else {
+            throw unexpected(response, "GET")
+        }
+        return EndpointInfo(updateSequence: SourceSequence(sequence),
+                            instanceStartTime: Self.instanceStartTime(info["instance_start_time"]))
+    }
+
+    static func instanceStartTime(_ value: JSONValue?) -> String? {
+        guard let value, !value.isNull else { return nil }
+        return value.stringValue ?? value.serializedString()
+    }
+
+    public func pendingChanges(since sequence: SourceSequence) async throws(ReplicationError) -> Int? {
+        // As CouchDB: numeric sequences by difference with update_seq, others via `pending`.
+        if case .number(let number) = sequence.json, let since = number.intValue {
+            let info = try await info()
+            guard case .number(let current) = info.updateSequence.json, let updateSequence = current.intValue else { return nil }
+            return max(0, updateSequence - since)
+        }
+        let response = try await send("GET", "_changes", query: [("since", sequence.queryValue), ("limit", "0")])
+        guard response.status == 200 else { return nil }
+        return Self.json(response)?["pending"]?.intValue
+    }
+
+    public func filterFunctionSource(designDocument: DocumentID, name: String) async throws(ReplicationError) -> String {
+        let response = try await send("GET", URLEncoding.documentPath(designDocument))
+        guard response.status == 200, let document = Self.json(response) else {
+            throw ReplicationError(.filterFetchError, "Couldn't open document `\(designDocument.rawValue)` from source database `\(displayName)`: \(Self.errorDetail(response))")
+        }
+        guard let source = document["filters"]?[name]?.stringValue else {
+            throw ReplicationError(.filterFetchError, "Couldn't find filter `\(name)` in document `\(designDocument.rawValue)` of source database `\(displayName)`")
+        }
+        return source
+    }
+
+    public func localDocument(_ id: DocumentID) async throws(ReplicationError) -> JSONObject? {
+        let response = try await send("GET", URLEncoding.documentPath(id))
+        switch response.status {
+        case 200: return Self.json(response)?.objectValue
+        case 404: return nil
+        default: throw unexpected(response, "GET \(id.rawValue)")
+        }
+    }
+
+    public func putLocalDocument(_ id: DocumentID, _ body: JSONObject) async throws(ReplicationError) -> String {
+        let response = try await send("PUT", URLEncoding.documentPath(id), body: JSONValue.object(body).serialized())
+        switch response.status {
+        case 200, 201, 202:
+            guard let revision = Self.json(response)?["rev"]?.stringValue else {
+                throw ReplicationError(.checkpointCommitFailure, "no revision in the answer from \(displayName)")
+            }
+            return revision
+        case 409:
+            throw ReplicationError(.checkpointCommitFailure, "conflict")
+        default:
+            throw ReplicationError(.checkpointCommitFailure, Self.errorDetail(response))
+        }
+    }
+
+    public func ensureFullCommit() async throws(ReplicationError) -> String? {
+        let response = try await send("POST", "_ensure_full_commit", body: [])
+        // CouchDB insists on 201; Couchbase Lite answers 200.
+        guard response.status == 201 || response.status == 200 else {
+            throw ReplicationError(.checkpointCommitFailure, Self.errorDetail(response))
+        }
+        return Self.instanceStartTime(Self.json(response)?["instance_start_time"])
+    }
+
+    // MARK: - Replication
+
+    public func changes(_ request: ChangesRequest) async throws(ReplicationError) -> any ChangeStream {
+        try await RemoteChangeStream.open(self, request)
+    }
+
+    public func revisionsDifference(_ revisions: [(DocumentID, [RevisionID])]) async throws(ReplicationError) -> [MissingRevisions] {
+        var request = JSONObject()
+        for (id, list) in revisions { request[id.rawValue] = .array(list.map { JSONValue($0.description) }) }
+        let response = try await send("POST", "_revs_diff", body: JSONValue.object(request).serialized())
+        guard response.status == 200, let answer = Self.json(response)?.objectValue else {
+            throw unexpected(response, "POST _revs_diff")
+        }
+        return answer.compactMap { id, entry in
+            let missing = entry["missing"]?.arrayValue?.compactMap { $0.stringValue.flatMap(RevisionID.init) } ?? []
+            guard !missing.isEmpty else { return nil }
+            let ancestors = entry["possible_ancestors"]?.arrayValue?.compactMap { $0.stringValue.flatMap(RevisionID.init) } ?? []
+            return MissingRevisions(id: DocumentID(id), missing: missing, possibleAncestors: ancestors)
+        }
+    }
+
+    public func bulkGet(_ requests: [RevisionRequest]) async throws(ReplicationError) -> [FetchResult] {
+        let unsupported = lock.withLock { bulkGetUnsupported }
+        if unsupported { throw ReplicationError(.notImplemented, "no _bulk_get") }
+        let docs: [JSONValue] = requests.map { request in
+            var entry: JSONObject = ["id": JSONValue(request.id.rawValue), "rev": JSONValue(request.revision.description)]
+            if !request.attachmentsSince.isEmpty {
+                entry["atts_since"] = .array(request.attachmentsSince.map { JSONValue($0.description) })
+            }
+            return .object(entry)
+        }
+        let body: JSONValue = ["docs": .array(docs), "latest": true, "revs": true, "attachments": false]
+        let response = try await send("POST", "_bulk_get", query: [("latest", "true"), ("revs", "true"), ("attachments", "false")],
+                                      body: body.serialized())
+        guard response.status == 200, let results = Self.json(response)?["results"]?.arrayValue else {
+            if (400..<500).contains(response.status) && response.status != 401 && response.status != 403 {
+                lock.withLock { bulkGetUnsupported = true }
+                logger.info("\(displayName) answered _bulk_get with \(response.status); fetching with open_revs instead")
+                throw ReplicationError(.notImplemented, "no _bulk_get")
+            }
+            throw unexpected(response, "POST _bulk_get")
+        }
+        var fetched: [FetchResult] = []
+        for result in results {
+            let id = DocumentID(result["id"]?.stringValue ?? "")
+            for entry in result["docs"]?.arrayValue ?? [] {
+                if let document = entry["ok"]?.objectValue, let revision = ReplicatedRevision(document: document) {
+                    fetched.append(.found(revision))
+                } else if let error = entry["error"] {
+                    let revision = error["rev"]?.stringValue.flatMap(RevisionID.init)
+                    if error["error"]?.stringValue == "not_found", let revision {
+                        fetched.append(.missing(id, revision))
+                    } else {
+                        fetched.append(.failed(id, revision, error["error"]?.stringValue ?? "error"))
+                    }
+                }
+            }
+        }
+        return fetched
+    }
+
+    public func openRevisions(_ id: DocumentID, _ revisions: [RevisionID]) async throws(ReplicationError) -> [FetchResult] {
+        let list = JSONValue.array(revisions.map { JSONValue($0.description) }).serializedString()
+        let response = try await send("GET", URLEncoding.documentPath(id),
+                                      query: [("revs", "true"), ("open_revs", list), ("latest", "true")])
+        switch response.status {
+        case 200:
+            guard let entries = Self.json(response)?.arrayValue else { throw unexpected(response, "GET \(id.rawValue)") }
+            return entries.compactMap { entry in
+                if let document = entry["ok"]?.objectValue, let revision = ReplicatedRevision(document: document) {
+                    return .found(revision)
+                }
+                if let missing = entry["missing"]?.stringValue.flatMap(RevisionID.init) { return .missing(id, missing) }
+                return nil
+            }
+        case 414 where revisions.count > 1:
+            // The URL is too long for the peer: ask for half the revisions at a time.
+            let half = revisions.count / 2
+            return try await openRevisions(id, Array(revisions[..<half])) + openRevisions(id, Array(revisions[half...]))
+        case 404:
+            return revisions.map { .missing(id, $0) }
+        default:
+            throw unexpected(response, "GET \(id.rawValue)")
+        }
+    }
+
+    public func writeRevisions(_ revisions: [ReplicatedRevision]) async throws(ReplicationError) -> [WriteFailure] {
+        var body: [UInt8] = Array(#"{"new_edits":false,"docs":["#.utf8)
+        for (index, revision) in revisions.enumerated() {
+            if index > 0 { body.append(UInt8(ascii: ",")) }
+            JSONValue.object(revision.document).write(to: &body)
+        }
+        body.append(contentsOf: "]}".utf8)
+        let response = try await send("POST", "_bulk_docs", body: body)
+        switch response.status {
+        case 201, 202, 417:
+            let byID = Dictionary(revisions.map { ($0.id, $0.revision) }, uniquingKeysWith: { first, _ in first })
+            return (Self.json(response)?.arrayValue ?? []).compactMap { entry in
+                guard let error = entry["error"]?.stringValue, let id = entry["id"]?.stringValue else { return nil }
+                let revision = entry["rev"]?.stringValue.flatMap(RevisionID.init) ?? byID[DocumentID(id)]
+                return WriteFailure(id: DocumentID(id), revision: revision, error: error,
+                                    reason: entry["reason"]?.stringValue ?? "")
+            }
+        case 413, 414:
+            throw ReplicationError(.requestBodyTooLarge, "the target refused a request of \(body.count) bytes (\(response.status))")
+        case 415:
+            return revisions.map { WriteFailure(id: $0.id, revision: $0.revision, error: "bad_content_type",
+                                                reason: Self.errorDetail(response)) }
+        case 401:
+            throw ReplicationError(.unauthorized, "unauthorized to write to database \(displayName)")
+        case 403:
+            throw ReplicationError(.forbidden, "forbidden to write to database \(displayName)")
+        default:
+            throw unexpected(response, "POST _bulk_docs")
+        }
+    }
+
+    public func revisionWithAttachments(_ request: RevisionRequest) async throws(ReplicationError) -> AttachedRevision {
+        throw ReplicationError(.notImplemented, "replicating attachments is not supported yet")
+    }
+
+    public func writeRevisionWithAttachments(_ revision: AttachedRevision) async throws(ReplicationError) -> WriteFailure? {
+        throw ReplicationError(.notImplemented, "replicating attachments is not supported yet")
+    }
+}

@@ -1,0 +1,168 @@
+import CouchCore
+import CouchStore
+import CurlClient
+import Foundation
+import Logging
+
+/// Owns the running replication jobs of one server (or of the command line): starts
+/// them, finds them by ID, cancels them, and reports them for `_active_tasks`. Starting
+/// a replication that is already running joins it, as CouchDB does. The `_replicator`
+/// database's scheduler will own its jobs through this type.
+public final class ReplicationManager: @unchecked Sendable {
+    public let serverUUID: String
+    private let databases: DatabaseManager?
+    private let clientConfiguration: HTTPClientConfiguration
+    private let logger = Logger(label: "couchette.replication")
+    private let lock = NSLock()
+    private var jobs: [String: Replication] = [:]
+    /// Cancelled jobs writing their last checkpoint, by base ID: a new job of the same
+    /// replication waits for them, so that two never write the same checkpoint document.
+    private var stopping: [String: Replication] = [:]
+    private var sharedClient: HTTPClient?
+    private var backoff = Backoff.job
+    /// Back-off for restarting crashed jobs (tests shorten it); applies to jobs started after.
+    public var jobBackoff: Backoff {
+        get { lock.withLock { backoff } }
+        set { lock.withLock { backoff = newValue } }
+    }
+
+    public init(serverUUID: String, databases: DatabaseManager?,
+                clientConfiguration: HTTPClientConfiguration = ReplicationManager.defaultClientConfiguration) {
+        self.serverUUID = serverUUID
+        self.databases = databases
+        self.clientConfiguration = clientConfiguration
+    }
+
+    public static var defaultClientConfiguration: HTTPClientConfiguration {
+        var configuration = HTTPClientConfiguration()
+        configuration.maximumConnectionsPerHost = 20
+        configuration.userAgent = "Couchette replicator"
+        return configuration
+    }
+
+    deinit {
+        sharedClient?.shutdown()
+    }
+
+    /// One HTTP client for every job: connections to a peer are shared and kept alive.
+    var client: HTTPClient {
+        lock.lock()
+        defer { lock.unlock() }
+        if let sharedClient { return sharedClient }
+        let client = HTTPClient(configuration: clientConfiguration)
+        sharedClient = client
+        return client
+    }
+
+    // MARK: - Jobs
+
+    /// The running jobs.
+    public var replications: [Replication] {
+        lock.lock()
+        defer { lock.unlock() }
+        return jobs.values.sorted { $0.id.jobID < $1.id.jobID }
+    }
+
+    /// A running job by its job ID (`base+continuous`, or only the base ID).
+    public func replication(id: String) -> Replication? {
+        lock.lock()
+        defer { lock.unlock() }
+        if let job = jobs[id.replacingOccurrences(of: " ", with: "+")] { return job }
+        let base = ReplicationID.baseID(ofJobID: id)
+        return jobs.values.first { $0.id.baseID == base }
+    }
+
+    /// Cancels a running job; nil if there is none with that ID. The job is forgotten at
+    /// once (it leaves `_active_tasks`) and stops after a last checkpoint.
+    @discardableResult
+    public func cancel(id: String) -> Replication? {
+        lock.lock()
+        let base = ReplicationID.baseID(ofJobID: id)
+        guard let job = jobs[id.replacingOccurrences(of: " ", with: "+")] ?? jobs.values.first(where: { $0.id.baseID == base }) else {
+            lock.unlock()
+            return nil
+        }
+        jobs[job.id.jobID] = nil
+        stopping[job.id.baseID] = job
+        lock.unlock()
+        job.cancel()
+        return job
+    }
+
+    /// Stops every job (the server is shutting down).
+    public func stopAll() {
+        replications.forEach { cancel(id: $0.id.jobID) }
+    }
+
+    /// The ID of a replication when it can be known without asking a remote peer (it
+    /// cannot for a named filter of a remote source, whose code is part of the ID).
+    public func knownReplicationID(for settings: ReplicationSettings) -> ReplicationID? {
+        guard let function = settings.filter?.designFunction else {
+            return ReplicationID(settings: settings, serverUUID: serverUUID, filterCode: nil)
+        }
+        guard case .local(let name) = settings.source, let databases,
+              let database = try? databases.database(name),
+              let body = try? database.document(function.designDocument).revision.body,
+              let code = (try? JSONValue.parse(body))?["filters"]?[function.name]?.stringValue else { return nil }
+        return ReplicationID(settings: settings, serverUUID: serverUUID, filterCode: code)
+    }
+
+    /// The ID of a replication, fetching a named filter's code from the source if needed.
+    public func replicationID(for settings: ReplicationSettings) async throws(ReplicationError) -> ReplicationID {
+        guard let function = settings.filter?.designFunction else {
+            return ReplicationID(settings: settings, serverUUID: serverUUID, filterCode: nil)
+        }
+        let source = try endpoint(for: settings.source, settings: settings)
+        let code = try await source.filterFunctionSource(designDocument: function.designDocument, name: function.name)
+        return ReplicationID(settings: settings, serverUUID: serverUUID, filterCode: code)
+    }
+
+    /// Starts a replication, or returns the running job with the same ID.
+    public func start(_ settings: ReplicationSettings) async throws(ReplicationError) -> Replication {
+        let id = try await replicationID(for: settings)
+        return try start(settings, id: id)
+    }
+
+    /// Starts a replication whose ID is known.
+    public func start(_ settings: ReplicationSettings, id: ReplicationID) throws(ReplicationError) -> Replication {
+        let source = try endpoint(for: settings.source, settings: settings)
+        let target = try endpoint(for: settings.target, settings: settings)
+        lock.lock()
+        if let running = jobs[id.jobID] {
+            lock.unlock()
+            return running
+        }
+        let job = Replication(id: id, settings: settings, source: source, target: target, backoff: backoff,
+                              logger: logger)
+        job.onFinish = { [weak self] finished in self?.forget(finished) }
+        jobs[id.jobID] = job
+        let previous = stopping[id.baseID]
+        lock.unlock()
+        if let previous {
+            previous.whenFinished { _ in job.start() }
+        } else {
+            job.start()
+        }
+        return job
+    }
+
+    private func forget(_ job: Replication) {
+        lock.lock()
+        if jobs[job.id.jobID] === job { jobs[job.id.jobID] = nil }
+        if stopping[job.id.baseID] === job { stopping[job.id.baseID] = nil }
+        lock.unlock()
+    }
+
+    /// The endpoint for one end of a replication.
+    public func endpoint(for peer: ReplicationPeer, settings: ReplicationSettings) throws(ReplicationError) -> DatabaseEndpoint {
+        switch peer {
+        case .local(let name):
+            guard let databases else {
+                throw ReplicationError(.badRequest, "`\(name.rawValue)` is not a URL and there are no local databases here")
+            }
+            return LocalEndpoint(name: name, databases: databases)
+        case .remote(let remote):
+            return RemoteEndpoint(peer: remote, client: client, retries: settings.retriesPerRequest, logger: logger)
+        }
+    }
+}

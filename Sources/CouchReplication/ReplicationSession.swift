@@ -1,0 +1,338 @@
+import CouchCore
+import Foundation
+import Logging
+
+/// One run of a replication, from opening the peers to the end of the feed (one-shot),
+/// a failure, or a stop; a job runs a new session after each transient failure. Each
+/// session has its own `session_id` in the checkpoint history, as in CouchDB.
+///
+/// The pipeline: the `ChangesReader` fills a bounded queue; `workerCount` workers each
+/// take a batch, find what the target lacks, fetch it in chunks and write each chunk
+/// while fetching the next — so fetching and writing overlap within a worker and across
+/// workers, over several kept-alive connections. A timer writes checkpoints every
+/// `checkpoint_interval`; the end of a one-shot feed, and a stop, write a last one.
+final class ReplicationSession: @unchecked Sendable {
+    enum Outcome: Sendable {
+        case completed(JSONObject)
+        case failed(ReplicationError)
+        case stopped
+    }
+
+    enum Report: Sendable {
+        case opened
+        case caughtUp
+        case changesArrived
+        case progressed
+    }
+
+    let sessionID = Digest.randomHex(bytes: 16)
+    private let replicationID: ReplicationID
+    private let settings: ReplicationSettings
+    private let source: DatabaseEndpoint
+    private let target: DatabaseEndpoint
+    private let progress: ReplicationProgress
+    private let logger: Logger
+    private let report: @Sendable (Report) -> Void
+
+    private let lock = NSLock()
+    private var stopRequested = false
+    private var pipeline: Task<Void, Error>?
+    private var opening: Task<SourceSequence, Error>?
+    private var readerCaughtUp = false
+    private var reportedIdle = false
+
+    /// Changes are fetched and written in chunks of this many revisions.
+    static let chunkSize = 100
+
+    init(replicationID: ReplicationID, settings: ReplicationSettings, source: DatabaseEndpoint, target: DatabaseEndpoint,
+         progress: ReplicationProgress, logger: Logger, report: @escaping @Sendable (Report) -> Void) {
+        self.replicationID = replicationID
+        self.settings = settings
+        self.source = source
+        self.target = target
+        self.progress = progress
+        self.logger = logger
+        self.report = report
+    }
+
+    /// Stops the session: the pipeline is cancelled and a last checkpoint written.
+    func stop() {
+        lock.lock()
+        stopRequested = true
+        let pipeline = self.pipeline
+        let opening = self.opening
+        lock.unlock()
+        pipeline?.cancel()
+        if pipeline == nil { opening?.cancel() }
+    }
+
+    private var isStopping: Bool {
+        lock.withLock { stopRequested }
+    }
+
+    func run() async -> Outcome {
+        let checkpointer = Checkpointer(source: source, target: target, replicationID: replicationID, sessionID: sessionID,
+                                        enabled: settings.useCheckpoints, hasDocumentIDs: {
+                                            if case .documentIDs? = settings.filter { return true } else { return false }
+                                        }(), logger: logger)
+        // Opening runs in its own task so that a stop can abandon it (nothing to checkpoint yet).
+        let start: SourceSequence
+        do {
+            start = try await opened(checkpointer)
+        } catch {
+            return isStopping ? .stopped : .failed(error)
+        }
+        progress.startSession(at: start)
+        logger.info("Starting replication \(replicationID.jobID) (\(source.displayName) -> \(target.displayName)) session_id:\(sessionID) since:\(start)")
+
+        let task = ReplicationTasks.throwingTask { try await self.runPipeline(from: start, checkpointer: checkpointer) }
+        let stopped = lock.withLock {
+            pipeline = task
+            return stopRequested
+        }
+        if stopped { task.cancel() }
+
+        let result = await task.result
+        if isStopping {
+            // Stopped (cancelled, or the server is shutting down): record what was written.
+            do {
+                try await lastCheckpoint(checkpointer)
+            } catch {
+                logger.error("last checkpoint of \(replicationID.jobID) failed: \(error)")
+            }
+            return .stopped
+        }
+        if case .failure(let error) = result {
+            return .failed(error as? ReplicationError ?? ReplicationError(.unknown, String(describing: error)))
+        }
+        do {
+            try await lastCheckpoint(checkpointer)
+        } catch {
+            return .failed(error)
+        }
+        progress.setPending(0)
+        return .completed(checkpointer.result)
+    }
+
+    private func opened(_ checkpointer: Checkpointer) async throws(ReplicationError) -> SourceSequence {
+        let work = ReplicationTasks.throwingTask { [self] () throws -> SourceSequence in
+            let sourceInfo = try await source.open(create: false, createParameters: JSONObject())
+            let targetInfo = try await target.open(create: settings.createTarget,
+                                                   createParameters: settings.createTargetParameters)
+            report(.opened)
+            let start = try await checkpointer.start(sourceInfo: sourceInfo, targetInfo: targetInfo,
+                                                     sinceSequence: settings.sinceSequence)
+            progress.setPending(try? await source.pendingChanges(since: start))
+            return start
+        }
+        let stopped = lock.withLock {
+            opening = work
+            return stopRequested
+        }
+        if stopped { work.cancel() }
+        switch await work.result {
+        case .success(let start): return start
+        case .failure(let error as ReplicationError): throw error
+        case .failure: throw ReplicationError(.stopped, "stopped")
+        }
+    }
+
+    private func lastCheckpoint(_ checkpointer: Checkpointer) async throws(ReplicationError) {
+        guard let sequence = progress.checkpointable else { return }
+        if try await checkpointer.checkpoint(through: sequence, statistics: progress.currentStatistics) {
+            progress.recordCheckpoint(sequence)
+        }
+    }
+
+    // MARK: - The pipeline
+
+    private func runPipeline(from start: SourceSequence, checkpointer: Checkpointer) async throws {
+        let workers = settings.workerCount
+        let queue = BoundedQueue<QueuedChange>(capacity: settings.workerBatchSize * workers * 2)
+        let reader = ChangesReader(
+            source: source,
+            template: ChangesRequest(since: start, continuous: settings.continuous,
+                                     allLeaves: !settings.winningRevisionsOnly, filter: settings.filter,
+                                     timeoutMilliseconds: max(1000, settings.connectionTimeoutMilliseconds / 3)),
+            retries: settings.retriesPerRequest, logger: logger)
+        let finder = MissingRevisionFinder(target: target)
+        let fetcher = RevisionFetcher(source: source, logger: logger)
+        let writer = RevisionWriter(target: target, logger: logger)
+
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                try await reader.run(from: start, into: queue,
+                                     caughtUp: { [weak self] in self?.readerIsCaughtUp(queue) },
+                                     changesArrived: { [weak self] in self?.changesArrived() })
+            }
+            for _ in 0..<workers {
+                group.addTask { try await self.work(queue, finder: finder, fetcher: fetcher, writer: writer) }
+            }
+            group.addTask { try await self.checkpointPeriodically(checkpointer) }
+            group.addTask { await self.refreshPendingPeriodically() }
+            // The reader and the workers end with a one-shot feed; the timers never do.
+            for _ in 0..<(1 + workers) { try await group.next() }
+            group.cancelAll()
+        }
+    }
+
+    private func work(_ queue: BoundedQueue<QueuedChange>, finder: MissingRevisionFinder, fetcher: RevisionFetcher,
+                      writer: RevisionWriter) async throws {
+        let progress = self.progress
+        while true {
+            guard let (batch, ticket) = await queue.takeBatch(maximum: settings.workerBatchSize, register: { items in
+                progress.begin(items[items.count - 1].sequence)
+            }) else { break }
+            let changes = batch.compactMap { item -> Change? in
+                if case .change(let change) = item { return change }
+                return nil
+            }
+            var statistics = ReplicationStatistics()
+            statistics.changesProcessed = changes.count
+            if !changes.isEmpty {
+                let missing = try await finder.find(changes)
+                statistics.missingChecked = missing.checked
+                statistics.missingFound = missing.found
+                if !missing.requests.isEmpty {
+                    statistics += try await copy(missing.requests, fetcher: fetcher, writer: writer)
+                }
+            }
+            progress.complete(ticket, adding: statistics)
+            if statistics.docsWritten > 0 { report(.progressed) }
+            checkIdle(queue)
+        }
+        if Task.isCancelled { throw ReplicationError(.stopped, "stopped") }
+    }
+
+    /// Fetches chunk after chunk; each chunk is written while the next one is fetched.
+    private func copy(_ requests: [RevisionRequest], fetcher: RevisionFetcher, writer: RevisionWriter) async throws -> ReplicationStatistics {
+        let chunks = stride(from: 0, to: requests.count, by: Self.chunkSize).map {
+            Array(requests[$0..<min(requests.count, $0 + Self.chunkSize)])
+        }
+        // Two children at a time: the write of chunk i and the fetch of chunk i + 1.
+        var statistics = ReplicationStatistics()
+        var next: RevisionFetcher.Result? = try await fetcher.fetch(chunks[0])
+        var index = 0
+        while let current = next {
+            let following = index + 1 < chunks.count ? chunks[index + 1] : nil
+            let (written, fetched) = try await withThrowingTaskGroup(
+                of: Step.self, returning: (ReplicationStatistics, RevisionFetcher.Result?).self
+            ) { group in
+                group.addTask { .written(try await self.writeChunk(current, writer: writer)) }
+                if let following { group.addTask { .fetched(try await fetcher.fetch(following)) } }
+                var written = ReplicationStatistics()
+                var fetched: RevisionFetcher.Result?
+                for try await step in group {
+                    switch step {
+                    case .written(let result): written = result
+                    case .fetched(let result): fetched = result
+                    }
+                }
+                return (written, fetched)
+            }
+            statistics += written
+            next = fetched
+            index += 1
+        }
+        return statistics
+    }
+
+    private enum Step: Sendable {
+        case written(ReplicationStatistics)
+        case fetched(RevisionFetcher.Result)
+    }
+
+    private func writeChunk(_ fetched: RevisionFetcher.Result, writer: RevisionWriter) async throws(ReplicationError) -> ReplicationStatistics {
+        var statistics = ReplicationStatistics()
+        statistics.docsRead = fetched.revisions.count + fetched.withAttachments.count
+        statistics.bulkGetAttempts = fetched.bulkGetAttempts
+        statistics.bulkGetDocs = fetched.bulkGetDocs
+        statistics.docWriteFailures = fetched.failures.count
+        let result = try await writer.write(fetched.revisions)
+        statistics.docsWritten = result.written
+        statistics.docWriteFailures += result.failures
+        for request in fetched.withAttachments {
+            statistics += try await copyWithAttachments(request, writer: writer)
+        }
+        return statistics
+    }
+
+    /// The attachment road (see `DatabaseEndpoint`): not open yet, so such revisions are
+    /// counted as write failures rather than written without their data.
+    private func copyWithAttachments(_ request: RevisionRequest, writer: RevisionWriter) async throws(ReplicationError) -> ReplicationStatistics {
+        var statistics = ReplicationStatistics()
+        do {
+            let attached = try await source.revisionWithAttachments(request)
+            if let failure = try await target.writeRevisionWithAttachments(attached) {
+                writer.report(failure)
+                statistics.docWriteFailures = 1
+            } else {
+                statistics.docsWritten = 1
+            }
+        } catch where error.kind == .notImplemented {
+            writer.report(WriteFailure(id: request.id, revision: request.revision, error: error.error, reason: error.reason))
+            statistics.docWriteFailures = 1
+        }
+        return statistics
+    }
+
+    private func checkpointPeriodically(_ checkpointer: Checkpointer) async throws {
+        while true {
+            try await ChangesReader.sleep(milliseconds: settings.checkpointIntervalMilliseconds)
+            guard let sequence = progress.checkpointable else { continue }
+            // A checkpoint under way is not cancelled with the pipeline: it finishes (on both
+            // sides, or fails), and only then may the last checkpoint follow.
+            let progress = self.progress
+            let checkpoint = ReplicationTasks.throwingTask {
+                if try await checkpointer.checkpoint(through: sequence, statistics: progress.currentStatistics) {
+                    progress.recordCheckpoint(sequence)
+                }
+            }
+            try await checkpoint.value
+        }
+    }
+
+    private func refreshPendingPeriodically() async {
+        while !Task.isCancelled {
+            do {
+                try await ChangesReader.sleep(milliseconds: 1000)
+            } catch {
+                return
+            }
+            if let sequence = progress.latestCompleted, let pending = try? await source.pendingChanges(since: sequence) {
+                progress.setPending(pending)
+            }
+        }
+    }
+
+    // MARK: - Idle and active
+
+    private func readerIsCaughtUp(_ queue: BoundedQueue<QueuedChange>) {
+        lock.lock()
+        readerCaughtUp = true
+        lock.unlock()
+        checkIdle(queue)
+    }
+
+    private func changesArrived() {
+        lock.lock()
+        readerCaughtUp = false
+        let wasIdle = reportedIdle
+        reportedIdle = false
+        lock.unlock()
+        if wasIdle { report(.changesArrived) }
+    }
+
+    /// Reports `caughtUp` once the reader waits and no batch is queued or in flight.
+    private func checkIdle(_ queue: BoundedQueue<QueuedChange>) {
+        guard settings.continuous, queue.count == 0, progress.isIdle else { return }
+        lock.lock()
+        let becameIdle = readerCaughtUp && !reportedIdle
+        if becameIdle { reportedIdle = true }
+        lock.unlock()
+        if becameIdle {
+            progress.setPending(0)
+            report(.caughtUp)
+        }
+    }
+}

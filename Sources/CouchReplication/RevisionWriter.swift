@@ -1,0 +1,39 @@
+import CouchCore
+import Logging
+
+/// The last stage: writes fetched revisions to the target with `_bulk_docs` and
+/// `new_edits=false`. A document the target refuses (its validation's 401/403, too
+/// large, unsupported) is logged, counted in `doc_write_failures` and skipped; a batch
+/// the target finds too large as a whole is split in halves until it fits.
+struct RevisionWriter: Sendable {
+    let target: DatabaseEndpoint
+    let logger: Logger
+
+    struct Result: Sendable {
+        var written = 0
+        var failures = 0
+    }
+
+    func write(_ revisions: [ReplicatedRevision]) async throws(ReplicationError) -> Result {
+        guard !revisions.isEmpty else { return Result() }
+        do {
+            let failures = try await target.writeRevisions(revisions)
+            for failure in failures { report(failure) }
+            return Result(written: revisions.count - failures.count, failures: failures.count)
+        } catch where error.kind == .requestBodyTooLarge {
+            guard revisions.count > 1 else {
+                report(WriteFailure(id: revisions[0].id, revision: revisions[0].revision,
+                                    error: "request_body_too_large", reason: error.reason))
+                return Result(written: 0, failures: 1)
+            }
+            let half = revisions.count / 2
+            let first = try await write(Array(revisions[..<half]))
+            let second = try await write(Array(revisions[half...]))
+            return Result(written: first.written + second.written, failures: first.failures + second.failures)
+        }
+    }
+
+    func report(_ failure: WriteFailure) {
+        logger.error("Replicator: couldn't write document `\(failure.id.rawValue)`, revision `\(failure.revision?.description ?? "")`, to target database `\(target.displayName)`. Error: `\(failure.error)`, reason: `\(failure.reason)`.")
+    }
+}

@@ -1,0 +1,84 @@
+import CouchCore
+import CouchStore
+
+/// An `_all_docs` listing written a page of rows at a time as the client reads it, so a
+/// listing of every document never sits in memory whole.
+final class AllDocumentsStream: ResponseStream, @unchecked Sendable {
+    private let database: Database
+    private var query: AllDocumentsQuery
+    private let includeDocs: Bool
+    private let render: DocumentRenderOptions
+    private let updateSequence: Int?
+    private var remaining: Int
+    private var written = 0
+    private var output: [UInt8] = []
+    private var outputOffset = 0
+    private var started = false
+    private var finished = false
+    private static let pageSize = 500
+
+    init(database: Database, query: AllDocumentsQuery, includeDocs: Bool, render: DocumentRenderOptions,
+         updateSequence: Int?) {
+        self.database = database
+        self.query = query
+        self.includeDocs = includeDocs
+        self.render = render
+        self.updateSequence = updateSequence
+        remaining = query.limit ?? Int.max
+    }
+
+    static func prelude(total: Int, offset: Int, updateSequence: Int?) -> [UInt8] {
+        var text = #"{"total_rows":\#(total),"offset":\#(offset)"#
+        if let updateSequence { text += #","update_seq":\#(updateSequence)"# }
+        return Array((text + #","rows":["#).utf8)
+    }
+
+    static let epilogue = Array("\n]}\n".utf8)
+
+    func start(wake: @escaping @Sendable () -> Void) {}
+    func close() {}
+
+    func read(into buffer: UnsafeMutableRawBufferPointer) -> StreamChunk {
+        if outputOffset == output.count {
+            output.removeAll(keepingCapacity: true)
+            outputOffset = 0
+            if finished { return .end }
+            do {
+                try produce()
+            } catch {
+                // The status line is gone already; end the body where it stands.
+                return .end
+            }
+        }
+        let count = min(buffer.count, output.count - outputOffset)
+        output.withUnsafeBytes { source in
+            buffer.baseAddress!.copyMemory(from: source.baseAddress! + outputOffset, byteCount: count)
+        }
+        outputOffset += count
+        return count > 0 ? .data(count) : .end
+    }
+
+    private func produce() throws {
+        if !started {
+            started = true
+            let position = try database.allDocumentsPosition(query)
+            output = Self.prelude(total: position.total, offset: position.offset, updateSequence: updateSequence)
+        }
+        var page = query
+        page.limit = min(Self.pageSize, remaining)
+        let rows = remaining > 0 ? try database.allDocuments(page) : []
+        for row in rows {
+            output.append(contentsOf: written == 0 ? "\n".utf8 : ",\n".utf8)
+            try AllDocumentsRoute.RowOutput(key: JSONValue(row.id.rawValue), row: row)
+                .write(to: &output, includeDocs: includeDocs, render: render)
+            written += 1
+        }
+        remaining -= rows.count
+        query.skip = 0
+        query.after = rows.last?.id.rawValue ?? query.after
+        if rows.count < page.limit ?? 0 || remaining == 0 {
+            output.append(contentsOf: Self.epilogue)
+            finished = true
+        }
+    }
+}

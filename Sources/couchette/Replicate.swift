@@ -1,0 +1,211 @@
+import ArgumentParser
+import CouchCore
+import CouchReplication
+import CouchStore
+import Dispatch
+import Foundation
+import Logging
+
+/// `couchette replicate SOURCE TARGET`: one replication run in this process, as
+/// `POST /_replicate` would run it, with a progress bar on a terminal.
+struct Replicate: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Replicate a database into another, as POST /_replicate does.",
+        discussion: """
+            SOURCE and TARGET are database names in --data-dir or URLs (http://user:password@host:5984/db). \
+            A one-shot replication prints CouchDB's result when done; a continuous one runs until \
+            interrupted (Ctrl-C stops it after a last checkpoint). Passwords are never printed.
+            """)
+
+    @Argument(help: "The database to copy from: a name in --data-dir or a URL.")
+    var source: String
+
+    @Argument(help: "The database to copy into: a name in --data-dir or a URL.")
+    var target: String
+
+    @Flag(help: "Keep copying new changes until interrupted.")
+    var continuous = false
+
+    @Flag(name: .customLong("create-target"), help: "Create the target database if it does not exist.")
+    var createTarget = false
+
+    @Option(help: "A filter function of the source, DDOC/NAME.")
+    var filter: String?
+
+    @Option(name: .customLong("query-param"), parsing: .singleValue, help: "KEY=VALUE for the filter; repeatable.")
+    var queryParameters: [String] = []
+
+    @Option(name: .customLong("doc-ids"), help: "Copy only these documents (comma-separated IDs).")
+    var documentIDs: String?
+
+    @Option(help: "Copy only the documents this Mango selector (JSON) matches.")
+    var selector: String?
+
+    @Option(name: .customLong("data-dir"), help: "Where local databases live.")
+    var dataDirectory = "./data"
+
+    @Option(name: .customLong("ca-file"), help: "PEM file of the certificate authorities to trust for HTTPS peers.")
+    var caFile: String?
+
+    @Option(name: .customLong("pin"), help: "Pin the HTTPS peers' public key (sha256//BASE64, or a key file).")
+    var pinnedPublicKey: String?
+
+    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
+    var logLevel = "warning"
+
+    @Flag(name: .customLong("no-progress"), help: "No progress bar, even on a terminal.")
+    var noProgress = false
+
+    func validate() throws {
+        guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level \(logLevel)") }
+        if selector != nil, (try? JSONValue.parse(selector!)) == nil { throw ValidationError("--selector must be JSON") }
+        for parameter in queryParameters where !parameter.contains("=") {
+            throw ValidationError("--query-param takes KEY=VALUE")
+        }
+    }
+
+    /// The `_replicate` body this command stands for.
+    func body() throws -> JSONObject {
+        func peer(_ text: String) -> JSONValue {
+            guard text.hasPrefix("http://") || text.hasPrefix("https://") else { return JSONValue(text) }
+            var object: JSONObject = ["url": JSONValue(text)]
+            if let caFile { object["ca_file"] = JSONValue(caFile) }
+            if let pinnedPublicKey { object["pinned_public_key"] = JSONValue(pinnedPublicKey) }
+            return .object(object)
+        }
+        var body: JSONObject = ["source": peer(source), "target": peer(target)]
+        if continuous { body["continuous"] = true }
+        if createTarget { body["create_target"] = true }
+        if let filter {
+            body["filter"] = JSONValue(filter)
+            var parameters = JSONObject()
+            for parameter in queryParameters {
+                let parts = parameter.split(separator: "=", maxSplits: 1)
+                parameters[String(parts[0])] = JSONValue(parts.count > 1 ? String(parts[1]) : "")
+            }
+            body["query_params"] = .object(parameters)
+        }
+        if let documentIDs {
+            body["doc_ids"] = .array(documentIDs.split(separator: ",").map { JSONValue(String($0)) })
+        }
+        if let selector { body["selector"] = try JSONValue.parse(selector) }
+        return body
+    }
+
+    func run() throws {
+        let level = Logger.Level(rawValue: logLevel) ?? .warning
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let settings: ReplicationSettings
+        do {
+            settings = try ReplicationSettings(json: try body())
+        } catch let error as ReplicationError {
+            throw ValidationError(error.reason)
+        }
+        let manager = try makeManager(for: settings)
+        let showProgress = !noProgress && isatty(STDERR_FILENO) == 1
+        let finished = DispatchSemaphore(value: 0)
+        let outcomeBox = OutcomeBox()
+        let started = Date()
+
+        ReplicationTasks.task {
+            do {
+                let job = try await manager.start(settings)
+                outcomeBox.job = job
+                job.whenFinished { outcome in
+                    outcomeBox.outcome = outcome
+                    finished.signal()
+                }
+            } catch {
+                outcomeBox.outcome = .failed(error as? ReplicationError ?? ReplicationError(.unknown, "\(error)"))
+                finished.signal()
+            }
+        }
+        for number in [SIGINT, SIGTERM] {
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler {
+                FileHandle.standardError.write(Data("\nstopping after a last checkpoint...\n".utf8))
+                outcomeBox.job?.cancel()
+                if outcomeBox.job == nil { Foundation.exit(130) }
+            }
+            source.resume()
+            Self.signalSources.append(source)
+        }
+        while finished.wait(timeout: .now() + .milliseconds(showProgress ? 200 : 1000)) == .timedOut {
+            if showProgress, let status = outcomeBox.job?.status { ProgressBar.draw(status, since: started) }
+        }
+        if showProgress, let status = outcomeBox.job?.status {
+            ProgressBar.draw(status, since: started)
+            FileHandle.standardError.write(Data("\n".utf8))
+        }
+        switch outcomeBox.outcome {
+        case .completed(let log)?:
+            var result: JSONObject = ["ok": true]
+            for (key, value) in log { result[key] = value }
+            print(JSONValue.object(result).serializedString())
+        case .failed(let error)?:
+            print(error.json.serializedString())
+            throw ExitCode(1)
+        case .cancelled?:
+            print(#"{"ok":true,"cancelled":true}"#)
+        case nil:
+            throw ExitCode(1)
+        }
+    }
+
+    nonisolated(unsafe) private static var signalSources: [DispatchSourceSignal] = []
+
+    /// Local databases when a name is given (or the data directory exists); the server
+    /// UUID that enters the replication ID comes from there too, so that a later run
+    /// finds this one's checkpoints.
+    private func makeManager(for settings: ReplicationSettings) throws -> ReplicationManager {
+        let usesLocal = [settings.source, settings.target].contains { if case .local = $0 { true } else { false } }
+        if usesLocal || FileManager.default.fileExists(atPath: dataDirectory) {
+            let databases = try DatabaseManager(directory: dataDirectory)
+            return ReplicationManager(serverUUID: databases.serverUUID, databases: databases)
+        }
+        let host = ProcessInfo.processInfo.hostName
+        return ReplicationManager(serverUUID: Digest.hex(Digest.md5(Array("couchette-cli:\(host)".utf8))), databases: nil)
+    }
+}
+
+/// What the waiting main thread and the replication's task share.
+private final class OutcomeBox: @unchecked Sendable {
+    private let lock = NSLock()
+    private var storedJob: Replication?
+    private var storedOutcome: Replication.Outcome?
+
+    var job: Replication? {
+        get { lock.withLock { storedJob } }
+        set { lock.withLock { storedJob = newValue } }
+    }
+
+    var outcome: Replication.Outcome? {
+        get { lock.withLock { storedOutcome } }
+        set { lock.withLock { storedOutcome = newValue } }
+    }
+}
+
+/// One line redrawn in place: `[#####-----]  52%  5200/10000 changes  5100 written  1843/s  active`.
+enum ProgressBar {
+    static func draw(_ status: ReplicationStatus, since start: Date) {
+        let width = 30
+        let total = max(status.total, status.completed)
+        let fraction = total > 0 ? Double(status.completed) / Double(total) : (status.state == .idle ? 1 : 0)
+        let filled = Int(fraction * Double(width))
+        let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled)
+        let elapsed = max(0.001, Date().timeIntervalSince(start))
+        let rate = Int(Double(status.statistics.docsWritten) / elapsed)
+        var line = "\r[\(bar)] \(String(format: "%3d", Int(fraction * 100)))%  \(status.completed)/\(total) changes  "
+            + "\(status.statistics.docsWritten) written  \(rate)/s  \(status.state.rawValue)"
+        if status.statistics.docWriteFailures > 0 { line += "  \(status.statistics.docWriteFailures) failed" }
+        if let error = status.lastError, status.state == .offline || status.state == .crashing {
+            line += "  (\(error.reason))"
+        }
+        FileHandle.standardError.write(Data((line + "\u{1B}[K").utf8))
+    }
+}

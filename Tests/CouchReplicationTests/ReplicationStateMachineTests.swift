@@ -1,0 +1,114 @@
+import CouchReplication
+import Testing
+
+/// The job's life as events and actions, without any I/O.
+@Suite struct ReplicationStateMachineTests {
+    typealias Machine = ReplicationStateMachine
+    let unreachable = ReplicationError(.peerUnreachable, "connection refused")
+    let serverError = ReplicationError(.requestFailed, "500")
+    let missing = ReplicationError(.databaseNotFound, "could not open http://h/db/")
+
+    @Test func aOneShotJobStartsCopiesAndCompletes() {
+        var machine = Machine(continuous: false)
+        #expect(machine.state == .stopped)
+        #expect(machine.handle(.start) == [.startSession])
+        #expect(machine.state == .active)
+        #expect(machine.handle(.sessionOpened) == [])
+        #expect(machine.handle(.caughtUp) == [], "one-shot jobs are never idle")
+        #expect(machine.state == .active)
+        #expect(machine.handle(.sessionCompleted) == [.finish(.completed)])
+        #expect(machine.state == .stopped)
+        #expect(machine.isFinished)
+        #expect(machine.handle(.start) == [], "a finished job stays finished")
+    }
+
+    @Test func aContinuousJobGoesIdleAndActiveAgain() {
+        var machine = Machine(continuous: true)
+        _ = machine.handle(.start)
+        _ = machine.handle(.sessionOpened)
+        #expect(machine.handle(.caughtUp) == [])
+        #expect(machine.state == .idle)
+        #expect(machine.handle(.changesArrived) == [])
+        #expect(machine.state == .active)
+        #expect(machine.handle(.changesArrived) == [])
+        #expect(machine.state == .active)
+    }
+
+    @Test func anUnreachablePeerMakesTheJobOfflineAndItRetriesWithGrowingBackoff() {
+        var machine = Machine(continuous: true, backoff: Backoff(initialMilliseconds: 100, maximumMilliseconds: 350))
+        _ = machine.handle(.start)
+        _ = machine.handle(.sessionOpened)
+        #expect(machine.handle(.sessionFailed(unreachable)) == [.scheduleRetry(afterMilliseconds: 100)])
+        #expect(machine.state == .offline)
+        #expect(machine.lastError == unreachable)
+        #expect(machine.handle(.retryTimerFired) == [.startSession])
+        #expect(machine.state == .active)
+        #expect(machine.handle(.sessionFailed(unreachable)) == [.scheduleRetry(afterMilliseconds: 200)])
+        _ = machine.handle(.retryTimerFired)
+        #expect(machine.handle(.sessionFailed(serverError)) == [.scheduleRetry(afterMilliseconds: 350)])
+        #expect(machine.state == .crashing)
+        _ = machine.handle(.retryTimerFired)
+        #expect(machine.handle(.sessionFailed(serverError)) == [.scheduleRetry(afterMilliseconds: 350)], "capped")
+    }
+
+    @Test func progressResetsTheBackoff() {
+        var machine = Machine(continuous: true, backoff: Backoff(initialMilliseconds: 100, maximumMilliseconds: 10_000))
+        _ = machine.handle(.start)
+        _ = machine.handle(.sessionFailed(serverError))
+        _ = machine.handle(.retryTimerFired)
+        _ = machine.handle(.sessionFailed(serverError))
+        _ = machine.handle(.retryTimerFired)
+        _ = machine.handle(.progressed)
+        #expect(machine.handle(.sessionFailed(serverError)) == [.scheduleRetry(afterMilliseconds: 100)])
+    }
+
+    @Test func aPermanentErrorFailsTheJob() {
+        var machine = Machine(continuous: true)
+        _ = machine.handle(.start)
+        #expect(machine.handle(.sessionFailed(missing)) == [.finish(.failed(missing))])
+        #expect(machine.state == .stopped)
+        #expect(machine.isFinished)
+        #expect(machine.handle(.retryTimerFired) == [])
+    }
+
+    @Test func aOneShotJobThatNeverReachedItsPeersFails() {
+        var machine = Machine(continuous: false)
+        _ = machine.handle(.start)
+        #expect(machine.handle(.sessionFailed(unreachable)) == [.finish(.failed(unreachable))])
+    }
+
+    @Test func aOneShotJobThatLosesAPeerMidwayRetries() {
+        var machine = Machine(continuous: false)
+        _ = machine.handle(.start)
+        _ = machine.handle(.sessionOpened)
+        #expect(machine.handle(.sessionFailed(unreachable)) == [.scheduleRetry(afterMilliseconds: 1000)])
+        #expect(machine.state == .offline)
+    }
+
+    @Test func stoppingARunningJobStopsItsSessionThenFinishes() {
+        var machine = Machine(continuous: true)
+        _ = machine.handle(.start)
+        #expect(machine.handle(.stop) == [.stopSession, .finish(.cancelled)])
+        #expect(machine.state == .stopped)
+        #expect(machine.handle(.stop) == [])
+    }
+
+    @Test func stoppingAnOfflineJobCancelsItsRetry() {
+        var machine = Machine(continuous: true)
+        _ = machine.handle(.start)
+        _ = machine.handle(.sessionFailed(unreachable))
+        #expect(machine.handle(.stop) == [.cancelRetry, .finish(.cancelled)])
+    }
+
+    @Test func lateEventsAreIgnored() {
+        var machine = Machine(continuous: true)
+        #expect(machine.handle(.sessionOpened) == [])
+        #expect(machine.handle(.retryTimerFired) == [])
+        _ = machine.handle(.start)
+        #expect(machine.handle(.retryTimerFired) == [], "no retry was scheduled")
+        _ = machine.handle(.sessionFailed(serverError))
+        #expect(machine.handle(.caughtUp) == [])
+        #expect(machine.state == .crashing)
+        #expect(machine.handle(.sessionCompleted) == [])
+    }
+}
