@@ -28,17 +28,12 @@ public struct DocumentEdit: Sendable {
         guard let object = json.objectValue else {
             throw CouchError(.badRequest, "Document must be a JSON object")
         }
-        var body = JSONObject()
         var id: DocumentID?
         var revision: RevisionID?
         var isDeleted = false
         var history: RevisionHistory?
         var attachments: JSONObject?
-        for (key, value) in object {
-            guard key.hasPrefix("_") else {
-                body[key] = value
-                continue
-            }
+        for (key, value) in object where key.utf8.first == UInt8(ascii: "_") {
             switch key {
             case "_id":
                 guard let raw = value.stringValue else {
@@ -64,6 +59,8 @@ public struct DocumentEdit: Sendable {
                 throw CouchError(.documentValidation, "Bad special document member: \(key)")
             }
         }
+        // The parser's keys are unique already: keep its order, drop the special members.
+        let body = object.filter { $0.key.utf8.first != UInt8(ascii: "_") }
         self.init(id: id, revision: revision, isDeleted: isDeleted, history: history,
                   attachments: attachments, body: body)
     }

@@ -31,10 +31,20 @@ public struct RevisionID: Hashable, Comparable, Sendable, CustomStringConvertibl
             if overflow1 || overflow2 { return nil }
             value = sum
         }
-        let digest = String(text[utf8.index(after: dash)...])
-        guard !digest.isEmpty, !digest.unicodeScalars.contains(where: { $0.properties.isWhitespace }) else {
-            return nil
+        let digestBytes = utf8[utf8.index(after: dash)...]
+        guard !digestBytes.isEmpty else { return nil }
+        // ASCII digests (the usual hex) are checked byte by byte; only others need
+        // Unicode's whitespace table, which is slow on the read path.
+        var isASCII = true
+        for byte in digestBytes {
+            if byte >= 0x80 {
+                isASCII = false
+            } else if byte == 0x20 || (0x09...0x0d).contains(byte) {
+                return nil
+            }
         }
+        let digest = String(text[utf8.index(after: dash)...])
+        if !isASCII, digest.unicodeScalars.contains(where: { $0.properties.isWhitespace }) { return nil }
         self.init(generation: value, digest: digest)
     }
 

@@ -50,19 +50,28 @@ public protocol DatabaseEndpoint: AnyObject, Sendable {
     /// `_bulk_docs` with `new_edits=false`: the per-document failures (empty when all were written).
     func writeRevisions(_ revisions: [ReplicatedRevision]) async throws(ReplicationError) -> [WriteFailure]
 
-    // MARK: Attachments (extension point)
+    // MARK: Attachments
     //
-    // Revisions whose JSON has `_attachments` travel another road, as in CouchDB: fetched
-    // one by one with their attachment bodies (`open_revs` as `multipart/mixed`, each
-    // revision a `multipart/related` part, only attachments newer than `attachmentsSince`
-    // sent), and written with `PUT /db/doc?new_edits=false` as `multipart/related`, retried
-    // with all attachments on `412 missing_stub`. Until the store and HTTP API serve
-    // attachments, endpoints answer `notImplemented` and the replicator counts such
-    // revisions as `doc_write_failures` (logged), never writing them without their data.
+    // Revisions whose JSON has `_attachments` travel another road, as in CouchDB (see
+    // `AttachedRevisionCopier`): fetched document by document with the bodies of the
+    // attachments the target lacks (`open_revs` as `multipart/mixed`, each revision a
+    // `multipart/related` part, attachments no newer than `attachmentsSince` left as
+    // stubs), and written one revision at a time (`PUT /db/doc?new_edits=false` as
+    // `multipart/related`, or the store's `bulkUpdate` with the bodies as staged blobs).
 
-    /// One revision with the bodies of its attachments newer than `attachmentsSince`.
-    func revisionWithAttachments(_ request: RevisionRequest) async throws(ReplicationError) -> AttachedRevision
-    /// Writes a revision with its attachment bodies; a per-document refusal is returned, not thrown.
+    /// Where attachment bodies fetched for this database, as a target, wait for their
+    /// write: its blob store when local, temporary files when remote.
+    func attachmentSpool() throws(ReplicationError) -> any AttachmentSpool
+
+    /// Some leaves of one document (`latest`: the leaves they lead to), each with the
+    /// bodies of its attachments newer than the newest of `attachmentsSince` in its history
+    /// (all of them when empty), received into `spool`. Missing revisions are left out.
+    func revisionsWithAttachments(_ id: DocumentID, _ revisions: [RevisionID], attachmentsSince: [RevisionID],
+                                  spool: any AttachmentSpool) async throws(ReplicationError) -> [AttachedRevision]
+
+    /// Writes a revision with its attachment bodies (`new_edits=false`); a per-document
+    /// refusal (`missing_stub` when a stub names an attachment the target lacks,
+    /// `forbidden`, ...) is returned, not thrown.
     func writeRevisionWithAttachments(_ revision: AttachedRevision) async throws(ReplicationError) -> WriteFailure?
 }
 
@@ -183,18 +192,6 @@ public struct ReplicatedRevision: Sendable {
     public var hasAttachments: Bool {
         guard let attachments = document["_attachments"]?.objectValue else { return false }
         return !attachments.isEmpty
-    }
-}
-
-/// A revision together with its attachments' bodies (the attachment road, to come).
-public struct AttachedRevision: Sendable {
-    public let revision: ReplicatedRevision
-    /// Attachment bodies by name, for the attachments the target lacks.
-    public let attachmentBodies: [String: [UInt8]]
-
-    public init(revision: ReplicatedRevision, attachmentBodies: [String: [UInt8]]) {
-        self.revision = revision
-        self.attachmentBodies = attachmentBodies
     }
 }
 

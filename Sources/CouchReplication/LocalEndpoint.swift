@@ -17,7 +17,7 @@ public final class LocalEndpoint: DatabaseEndpoint, @unchecked Sendable {
 
     public var displayName: String { name.rawValue }
 
-    private func database() throws(ReplicationError) -> Database {
+    func database() throws(ReplicationError) -> Database {
         lock.lock()
         defer { lock.unlock() }
         if let opened { return opened }
@@ -31,7 +31,7 @@ public final class LocalEndpoint: DatabaseEndpoint, @unchecked Sendable {
     }
 
     /// Runs store work off the task threads, turning the store's errors into replication errors.
-    private func store<Value: Sendable>(_ work: @escaping @Sendable (Database) throws -> Value) async throws(ReplicationError) -> Value {
+    func store<Value: Sendable>(_ work: @escaping @Sendable (Database) throws -> Value) async throws(ReplicationError) -> Value {
         let database = try database()
         do {
             return try await Blocking.run { try work(database) }
@@ -145,7 +145,26 @@ public final class LocalEndpoint: DatabaseEndpoint, @unchecked Sendable {
     /// Revisions of one document as replication carries them: `_revisions`, `_deleted`,
     /// and attachment stubs (which send the revision down the attachment road).
     static func read(_ database: Database, _ id: DocumentID, _ requested: [RevisionID], latest: Bool) throws -> [FetchResult] {
-        guard let record = try database.record(id) else { return requested.map { .missing(id, $0) } }
+        guard let (tree, found) = try leaves(database, id, requested, latest: latest) else {
+            return requested.map { .missing(id, $0) }
+        }
+        return found.map { revision, stored in
+            guard let stored else { return .missing(id, revision) }
+            var document = replicated(stored, tree: tree)
+            if !stored.attachments.isEmpty {
+                var stubs = JSONObject()
+                for attachment in stored.attachments { stubs[attachment.name] = stub(attachment) }
+                document["_attachments"] = .object(stubs)
+            }
+            return .found(ReplicatedRevision(id: id, revision: revision, document: document))
+        }
+    }
+
+    /// The stored revisions `requested` names (with `latest`, the leaves they lead to, each
+    /// once) and the document's revision tree; nil when the document does not exist.
+    static func leaves(_ database: Database, _ id: DocumentID, _ requested: [RevisionID],
+                       latest: Bool) throws -> (tree: RevisionTree, revisions: [(RevisionID, StoredRevision?)])? {
+        guard let record = try database.record(id) else { return nil }
         var revisions: [RevisionID] = []
         var seen = Set<RevisionID>()
         for revision in requested {
@@ -154,27 +173,24 @@ public final class LocalEndpoint: DatabaseEndpoint, @unchecked Sendable {
             for leaf in resolved where seen.insert(leaf).inserted { revisions.append(leaf) }
         }
         let (current, stored) = try database.revisions(id, revisions)
-        let tree = (current ?? record).tree
-        return zip(revisions, stored).map { revision, body in
-            guard let body else { return .missing(id, revision) }
-            var document: JSONObject = ["_id": JSONValue(id.rawValue), "_rev": JSONValue(revision.description)]
-            if case .object(let members)? = try? JSONValue.parse(body.body) {
-                for (key, value) in members { document[key] = value }
-            }
-            if body.isDeleted { document["_deleted"] = true }
-            if !body.attachments.isEmpty {
-                var stubs = JSONObject()
-                for attachment in body.attachments {
-                    stubs[attachment.name] = ["content_type": JSONValue(attachment.contentType),
-                                              "digest": JSONValue(attachment.digest),
-                                              "length": JSONValue(attachment.length),
-                                              "revpos": JSONValue(attachment.revpos), "stub": true]
-                }
-                document["_attachments"] = .object(stubs)
-            }
-            document["_revisions"] = RevisionHistory(tree.history(of: revision)).json
-            return .found(ReplicatedRevision(id: id, revision: revision, document: document))
+        return ((current ?? record).tree, Array(zip(revisions, stored)))
+    }
+
+    /// A stored revision's JSON without `_attachments`: `_id`, `_rev`, the body, `_deleted`, `_revisions`.
+    static func replicated(_ stored: StoredRevision, tree: RevisionTree) -> JSONObject {
+        var document: JSONObject = ["_id": JSONValue(stored.id.rawValue), "_rev": JSONValue(stored.revision.description)]
+        if case .object(let members)? = try? JSONValue.parse(stored.body) {
+            for (key, value) in members { document[key] = value }
         }
+        if stored.isDeleted { document["_deleted"] = true }
+        document["_revisions"] = RevisionHistory(tree.history(of: stored.revision)).json
+        return document
+    }
+
+    /// `{"content_type", "revpos", "digest", "length", "stub": true}`
+    static func stub(_ attachment: AttachmentInfo) -> JSONValue {
+        ["content_type": JSONValue(attachment.contentType), "revpos": JSONValue(attachment.revpos),
+         "digest": JSONValue(attachment.digest), "length": JSONValue(attachment.length), "stub": true]
     }
 
     public func writeRevisions(_ revisions: [ReplicatedRevision]) async throws(ReplicationError) -> [WriteFailure] {
@@ -200,13 +216,5 @@ public final class LocalEndpoint: DatabaseEndpoint, @unchecked Sendable {
             }
             return failures
         }
-    }
-
-    public func revisionWithAttachments(_ request: RevisionRequest) async throws(ReplicationError) -> AttachedRevision {
-        throw ReplicationError(.notImplemented, "replicating attachments is not supported yet")
-    }
-
-    public func writeRevisionWithAttachments(_ revision: AttachedRevision) async throws(ReplicationError) -> WriteFailure? {
-        throw ReplicationError(.notImplemented, "replicating attachments is not supported yet")
     }
 }

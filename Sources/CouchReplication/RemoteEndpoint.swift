@@ -33,8 +33,35 @@ public final class RemoteEndpoint: DatabaseEndpoint, @unchecked Sendable {
     /// Sends a request to `<database URL><path>?<query>`, retrying as described above.
     /// Any answer that is not retried is returned, whatever its status.
     func send(_ method: String, _ path: String = "", query: [(String, String)] = [], body: [UInt8]? = nil,
-              contentType: String = "application/json", accept: String = "application/json",
+              upload: UploadBody? = nil, contentType: String = "application/json", accept: String = "application/json",
               retryable: Bool = true) async throws(ReplicationError) -> HTTPClient.Response {
+        let client = self.client
+        return try await exchange(method, path, query: query, body: body, upload: upload, contentType: contentType,
+                                  accept: accept, retryable: retryable) { request throws(HTTPClientError) in
+            let response = try await client.send(request)
+            return (response, response)
+        }
+    }
+
+    /// As `send`, but returns once the response head has arrived; the body is then read in
+    /// chunks from the stream. Retried until then as `send` is.
+    func stream(_ method: String, _ path: String = "", query: [(String, String)] = [],
+                accept: String = "application/json") async throws(ReplicationError) -> StreamingResponse {
+        let client = self.client
+        return try await exchange(method, path, query: query, body: nil, upload: nil, contentType: "",
+                                  accept: accept, retryable: true) { request throws(HTTPClientError) in
+            let response = try await client.stream(request, framing: .chunks)
+            return (HTTPClient.Response(status: response.status, headers: response.headers, body: []), response)
+        }
+    }
+
+    /// The retry loop of `send` and `stream`: `attempt` makes one request and gives its head
+    /// (status and headers) with what the caller gets.
+    private func exchange<Answer>(
+        _ method: String, _ path: String, query: [(String, String)], body: [UInt8]?, upload: UploadBody?,
+        contentType: String, accept: String, retryable: Bool,
+        attempt: (HTTPClient.Request) async throws(HTTPClientError) -> (head: HTTPClient.Response, answer: Answer)
+    ) async throws(ReplicationError) -> Answer {
         let url = peer.databaseURL + path + (query.isEmpty ? "" : "?" + URLEncoding.query(query))
         let shownURL = peer.displayURL + path
         var backoff = Backoff.request
@@ -43,13 +70,13 @@ public final class RemoteEndpoint: DatabaseEndpoint, @unchecked Sendable {
             if Task.isCancelled { throw ReplicationError(.stopped, "stopped") }
             let (authentication, epoch) = try await authenticator.headers(method: method, url: url)
             var headers: [(name: String, value: String)] = [("Accept", accept)]
-            if body != nil { headers.append(("Content-Type", contentType)) }
+            if body != nil || upload != nil { headers.append(("Content-Type", contentType)) }
             headers += peer.headers.map { ($0.name, $0.value) }
             headers += authentication
             let failure: ReplicationError
             do {
-                let response = try await client.send(HTTPClient.Request(
-                    method: method, url: url, headers: headers, body: body, tls: peer.tls))
+                let (response, answer) = try await attempt(HTTPClient.Request(
+                    method: method, url: url, headers: headers, body: body, upload: upload, tls: peer.tls))
                 if response.status >= 500 || response.status == 408 || response.status == 429 {
                     failure = ReplicationError(.requestFailed, "\(method) \(shownURL) failed with status \(response.status)")
                 } else {
@@ -57,7 +84,7 @@ public final class RemoteEndpoint: DatabaseEndpoint, @unchecked Sendable {
                         retriedAuthentication = true
                         continue
                     }
-                    return response
+                    return answer
                 }
             } catch .cancelled {
                 throw ReplicationError(.stopped, "stopped")
@@ -84,7 +111,7 @@ public final class RemoteEndpoint: DatabaseEndpoint, @unchecked Sendable {
         return json["reason"]?.stringValue.map { "\(error): \($0)" } ?? error
     }
 
-    private func unexpected(_ response: HTTPClient.Response, _ what: String) -> ReplicationError {
+    func unexpected(_ response: HTTPClient.Response, _ what: String) -> ReplicationError {
         switch response.status {
         case 401: ReplicationError(.unauthorized, "unauthorized to access or create database \(displayName)")
         case 403: ReplicationError(.forbidden, "forbidden to access database \(displayName)")
@@ -307,13 +334,5 @@ public final class RemoteEndpoint: DatabaseEndpoint, @unchecked Sendable {
         default:
             throw unexpected(response, "POST _bulk_docs")
         }
-    }
-
-    public func revisionWithAttachments(_ request: RevisionRequest) async throws(ReplicationError) -> AttachedRevision {
-        throw ReplicationError(.notImplemented, "replicating attachments is not supported yet")
-    }
-
-    public func writeRevisionWithAttachments(_ revision: AttachedRevision) async throws(ReplicationError) -> WriteFailure? {
-        throw ReplicationError(.notImplemented, "replicating attachments is not supported yet")
     }
 }

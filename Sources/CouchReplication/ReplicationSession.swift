@@ -158,6 +158,7 @@ final class ReplicationSession: @unchecked Sendable {
         let finder = MissingRevisionFinder(target: target)
         let fetcher = RevisionFetcher(source: source, logger: logger)
         let writer = RevisionWriter(target: target, logger: logger)
+        let copier = AttachedRevisionCopier(source: source, target: target, writer: writer, logger: logger)
 
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
@@ -166,7 +167,7 @@ final class ReplicationSession: @unchecked Sendable {
                                      changesArrived: { [weak self] in self?.changesArrived() })
             }
             for _ in 0..<workers {
-                group.addTask { try await self.work(queue, finder: finder, fetcher: fetcher, writer: writer) }
+                group.addTask { try await self.work(queue, finder: finder, fetcher: fetcher, writer: writer, copier: copier) }
             }
             group.addTask { try await self.checkpointPeriodically(checkpointer) }
             group.addTask { await self.refreshPendingPeriodically() }
@@ -177,7 +178,7 @@ final class ReplicationSession: @unchecked Sendable {
     }
 
     private func work(_ queue: BoundedQueue<QueuedChange>, finder: MissingRevisionFinder, fetcher: RevisionFetcher,
-                      writer: RevisionWriter) async throws {
+                      writer: RevisionWriter, copier: AttachedRevisionCopier) async throws {
         let progress = self.progress
         while true {
             guard let (batch, ticket) = await queue.takeBatch(maximum: settings.workerBatchSize, register: { items in
@@ -194,7 +195,7 @@ final class ReplicationSession: @unchecked Sendable {
                 statistics.missingChecked = missing.checked
                 statistics.missingFound = missing.found
                 if !missing.requests.isEmpty {
-                    statistics += try await copy(missing.requests, fetcher: fetcher, writer: writer)
+                    statistics += try await copy(missing.requests, fetcher: fetcher, writer: writer, copier: copier)
                 }
             }
             progress.complete(ticket, adding: statistics)
@@ -205,7 +206,8 @@ final class ReplicationSession: @unchecked Sendable {
     }
 
     /// Fetches chunk after chunk; each chunk is written while the next one is fetched.
-    private func copy(_ requests: [RevisionRequest], fetcher: RevisionFetcher, writer: RevisionWriter) async throws -> ReplicationStatistics {
+    private func copy(_ requests: [RevisionRequest], fetcher: RevisionFetcher, writer: RevisionWriter,
+                      copier: AttachedRevisionCopier) async throws -> ReplicationStatistics {
         let chunks = stride(from: 0, to: requests.count, by: Self.chunkSize).map {
             Array(requests[$0..<min(requests.count, $0 + Self.chunkSize)])
         }
@@ -218,7 +220,7 @@ final class ReplicationSession: @unchecked Sendable {
             let (written, fetched) = try await withThrowingTaskGroup(
                 of: Step.self, returning: (ReplicationStatistics, RevisionFetcher.Result?).self
             ) { group in
-                group.addTask { .written(try await self.writeChunk(current, writer: writer)) }
+                group.addTask { .written(try await self.writeChunk(current, writer: writer, copier: copier)) }
                 if let following { group.addTask { .fetched(try await fetcher.fetch(following)) } }
                 var written = ReplicationStatistics()
                 var fetched: RevisionFetcher.Result?
@@ -242,7 +244,10 @@ final class ReplicationSession: @unchecked Sendable {
         case fetched(RevisionFetcher.Result)
     }
 
-    private func writeChunk(_ fetched: RevisionFetcher.Result, writer: RevisionWriter) async throws(ReplicationError) -> ReplicationStatistics {
+    /// Writes a fetched chunk: revisions without attachments in one `_bulk_docs`, then
+    /// those with attachments down their own road.
+    private func writeChunk(_ fetched: RevisionFetcher.Result, writer: RevisionWriter,
+                            copier: AttachedRevisionCopier) async throws(ReplicationError) -> ReplicationStatistics {
         var statistics = ReplicationStatistics()
         statistics.docsRead = fetched.revisions.count + fetched.withAttachments.count
         statistics.bulkGetAttempts = fetched.bulkGetAttempts
@@ -251,27 +256,8 @@ final class ReplicationSession: @unchecked Sendable {
         let result = try await writer.write(fetched.revisions)
         statistics.docsWritten = result.written
         statistics.docWriteFailures += result.failures
-        for request in fetched.withAttachments {
-            statistics += try await copyWithAttachments(request, writer: writer)
-        }
-        return statistics
-    }
-
-    /// The attachment road (see `DatabaseEndpoint`): not open yet, so such revisions are
-    /// counted as write failures rather than written without their data.
-    private func copyWithAttachments(_ request: RevisionRequest, writer: RevisionWriter) async throws(ReplicationError) -> ReplicationStatistics {
-        var statistics = ReplicationStatistics()
-        do {
-            let attached = try await source.revisionWithAttachments(request)
-            if let failure = try await target.writeRevisionWithAttachments(attached) {
-                writer.report(failure)
-                statistics.docWriteFailures = 1
-            } else {
-                statistics.docsWritten = 1
-            }
-        } catch where error.kind == .notImplemented {
-            writer.report(WriteFailure(id: request.id, revision: request.revision, error: error.error, reason: error.reason))
-            statistics.docWriteFailures = 1
+        if !fetched.withAttachments.isEmpty {
+            statistics += try await copier.copy(fetched.withAttachments)
         }
         return statistics
     }

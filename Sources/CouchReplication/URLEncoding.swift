@@ -27,6 +27,11 @@ enum URLEncoding {
         return component(id.rawValue)
     }
 
+    /// `%XX` sequences decoded (invalid ones kept as they are).
+    static func percentDecoded(_ text: String) -> String {
+        RemotePeer.percentDecoded(Substring(text))
+    }
+
     /// `application/x-www-form-urlencoded`
     static func form(_ fields: [(String, String)]) -> String {
         query(fields)

@@ -17,7 +17,7 @@ public struct ListenerConfiguration: Sendable {
     public var maximumUploadSize = 4 * 1024 * 1024 * 1024
     public var maximumURLLength = 16 * 1024
     /// Request headers, names and values together; larger ones answer 431.
-    public var maximumHeaderSize = 64 * 1024
+    public var maximumHeaderSize = 16 * 1024
     public init() {}
 }
 
@@ -55,8 +55,10 @@ public final class Listener: @unchecked Sendable {
         options.connection_limit = UInt32(configuration.connectionLimit)
         options.connection_timeout_seconds = UInt32(configuration.idleTimeoutSeconds)
         // Each connection's buffer holds the request line and headers (and the response head).
-        options.connection_memory_limit = max(64 * 1024, configuration.maximumURLLength * 2,
-                                              configuration.maximumURLLength + configuration.maximumHeaderSize + 32 * 1024)
+        // libmicrohttpd keeps each connection's request line and headers in this pool (and
+        // clears it for every request), so it is sized to the limits, not beyond.
+        options.connection_memory_limit = max(64 * 1024,
+                                              configuration.maximumURLLength + configuration.maximumHeaderSize + 16 * 1024)
         let context = Unmanaged.passUnretained(self).toOpaque()
         guard let daemon = couchette_mhd_start(&options, accessHandler, context, requestCompleted, context) else {
             throw CouchError.internalError("cannot listen on \(configuration.bindAddress):\(configuration.port)")

@@ -129,7 +129,8 @@ public struct StagedBlob: Sendable, Equatable {
 
 /// Writes one blob to a staging file while computing its digests.
 public final class BlobWriter {
-    let path: String
+    /// The staging file being written (removed or moved into place when done).
+    public let path: String
     private var descriptor: Int32
     private let md5 = StreamingDigest(.md5)
     private let sha256 = StreamingDigest(.sha256)

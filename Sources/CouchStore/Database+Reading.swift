@@ -27,8 +27,8 @@ extension Database {
                 if revision == nil, current.record.isDeleted { throw CouchError.notFound("deleted") }
                 return current
             }
-            try connection.execute("BEGIN")
-            defer { try? connection.execute("COMMIT") }
+            try connection.run("BEGIN")
+            defer { try? connection.run("COMMIT") }
             return try Self.snapshot(id, revision: revision, connection: connection)
         }
     }
@@ -53,8 +53,8 @@ extension Database {
     /// revision is unknown or its body is gone.
     public func revisions(_ id: DocumentID, _ revisions: [RevisionID]) throws -> (DocumentRecord?, [StoredRevision?]) {
         try readers.withConnection { connection in
-            try connection.execute("BEGIN")
-            defer { try? connection.execute("COMMIT") }
+            try connection.run("BEGIN")
+            defer { try? connection.run("COMMIT") }
             guard let record = try Self.record(id, connection: connection) else {
                 return (nil, revisions.map { _ in nil })
             }
@@ -184,8 +184,8 @@ extension Database {
             + (includeTree ? ", revision_tree" : ", NULL")
             + (includeBodies ? ", body, attachments" : ", NULL, NULL")
         return try readers.withConnection { connection in
-            try connection.execute("BEGIN")
-            defer { try? connection.execute("COMMIT") }
+            try connection.run("BEGIN")
+            defer { try? connection.run("COMMIT") }
             return try ids.map { id in
                 var found: AllDocumentsRow?
                 try connection.query("SELECT \(columns) FROM documents WHERE doc_id = ?", [.text(id.rawValue)]) { row in

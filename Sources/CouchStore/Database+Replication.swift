@@ -11,8 +11,8 @@ extension Database {
     /// For each document, the given revisions this database lacks (documents lacking none are left out).
     public func revisionDifferences(_ request: [(DocumentID, [RevisionID])]) throws -> [RevisionDifference] {
         try readers.withConnection { connection in
-            try connection.execute("BEGIN")
-            defer { try? connection.execute("COMMIT") }
+            try connection.run("BEGIN")
+            defer { try? connection.run("COMMIT") }
             return try request.compactMap { id, revisions -> RevisionDifference? in
                 guard let record = try Self.record(id, connection: connection) else {
                     var seen = Set<RevisionID>()

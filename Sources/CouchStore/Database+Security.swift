@@ -8,16 +8,21 @@ extension Database {
 
     /// The stored security object, or nil when none was ever set.
     public func securityObject() throws -> JSONObject? {
+        if let cached = settingsLock.withLock({ cachedSecurityObject }) { return cached }
         var stored: String?
         try readers.withConnection { connection in
             try connection.query("SELECT value FROM metadata WHERE key = ?", [.text(Self.securityKey)]) {
                 stored = $0.text(0)
             }
         }
-        guard let stored else { return nil }
+        guard let stored else {
+            settingsLock.withLock { cachedSecurityObject = .some(nil) }
+            return nil
+        }
         guard let object = try? JSONValue.parse(Array(stored.utf8)).objectValue else {
             throw CouchError.internalError("stored security object of \(name) is not a JSON object")
         }
+        settingsLock.withLock { cachedSecurityObject = .some(object) }
         return object
     }
 
@@ -28,5 +33,6 @@ extension Database {
             try transaction.connection.run("INSERT OR REPLACE INTO metadata (key, value) VALUES (?, ?)",
                                            [.text(Self.securityKey), .text(text)])
         }
+        settingsLock.withLock { cachedSecurityObject = .some(object) }
     }
 }

@@ -96,15 +96,15 @@ extension Database {
     private func inSavepoint(_ transaction: WriteTransaction, _ body: () throws -> RevisionID) -> WriteResult {
         let saved = transaction.state
         do {
-            try transaction.connection.execute("SAVEPOINT document")
+            try transaction.connection.run("SAVEPOINT document")
             do {
                 let revision = try body()
-                try transaction.connection.execute("RELEASE document")
+                try transaction.connection.run("RELEASE document")
                 return .success(revision)
             } catch {
                 transaction.state = saved
-                try? transaction.connection.execute("ROLLBACK TO document")
-                try? transaction.connection.execute("RELEASE document")
+                try? transaction.connection.run("ROLLBACK TO document")
+                try? transaction.connection.run("RELEASE document")
                 throw error
             }
         } catch let error as CouchError {

@@ -14,8 +14,11 @@ public final class Database: @unchecked Sendable {
     let writer: WriteQueue
     let readers: ReaderPool
     public let attachments: AttachmentStore
-    private let settingsLock = NSLock()
+    let settingsLock = NSLock()
     private var cachedRevsLimit: Int
+    /// The security object as last read or written (`.some(nil)`: none set), so
+    /// authorization does not read it from disk on every request.
+    var cachedSecurityObject: JSONObject??
     private let compactionLock = NSLock()
     private var compacting = false
     /// The one place a validation function (design documents, embedding apps) checks a

@@ -73,7 +73,8 @@ final class SQLiteConnection {
         statement.reset()
     }
 
-    /// Runs a statement that returns no rows.
+    /// Runs a statement that returns no rows; prepared once and cached, so transaction
+    /// control on hot paths (`BEGIN`, `SAVEPOINT`, `COMMIT`) is not parsed every time.
     func run(_ sql: String, _ arguments: [SQLiteValue] = []) throws(CouchError) {
         let statement = try statement(sql)
         try statement.bind(arguments)

@@ -78,7 +78,7 @@ final class WriteQueue: @unchecked Sendable {
     private func run(_ batch: [PendingWrite], startSequence: Int) -> Int {
         let transaction = WriteTransaction(connection: connection, sequence: startSequence)
         do {
-            try connection.execute("BEGIN IMMEDIATE")
+            try connection.run("BEGIN IMMEDIATE")
         } catch {
             batch.forEach { $0.error = error; $0.isDone = true }
             return startSequence
@@ -86,21 +86,21 @@ final class WriteQueue: @unchecked Sendable {
         for write in batch {
             let saved = transaction.state
             do {
-                try connection.execute("SAVEPOINT write")
+                try connection.run("SAVEPOINT write")
                 try write.operation(transaction)
-                try connection.execute("RELEASE write")
+                try connection.run("RELEASE write")
             } catch {
                 transaction.state = saved
-                try? connection.execute("ROLLBACK TO write")
-                try? connection.execute("RELEASE write")
+                try? connection.run("ROLLBACK TO write")
+                try? connection.run("RELEASE write")
                 write.error = error
             }
         }
         do {
             try transaction.recordCounts()
-            try connection.execute("COMMIT")
+            try connection.run("COMMIT")
         } catch {
-            try? connection.execute("ROLLBACK")
+            try? connection.run("ROLLBACK")
             for write in batch where write.error == nil { write.error = error }
             batch.forEach { $0.isDone = true }
             return startSequence

@@ -2,8 +2,9 @@ import CCurl
 import Foundation
 
 /// An HTTP/1.1 client on libcurl. It knows nothing of CouchDB: requests go out with a
-/// method, URL, headers and body; responses come back whole (`send`) or line by line
-/// (`stream`, for continuous feeds). All transfers share one curl multi handle driven by
+/// method, URL, headers and a body (in memory, or read from files as it is sent);
+/// responses come back whole (`send`) or piece by piece (`stream`: line by line for
+/// continuous feeds, chunk by chunk for large bodies). All transfers share one curl multi handle driven by
 /// one thread, so connections to a peer are kept alive and reused across requests, and
 /// up to `maximumConnectionsPerHost` requests to one host run at once (more wait in line).
 public final class HTTPClient: Sendable {
@@ -39,10 +40,11 @@ public final class HTTPClient: Sendable {
     }
 
     /// Sends a request and returns as soon as the response head has arrived; the body is
-    /// then read line by line from the returned stream. The transfer pauses while the
-    /// reader lags more than `streamBufferLimit` bytes behind.
-    public func stream(_ request: Request) async throws(HTTPClientError) -> StreamingResponse {
-        let transfer = try Transfer(request: request, configuration: configuration, mode: .streaming)
+    /// then read from the returned stream, line by line or in chunks. The transfer pauses
+    /// while the reader lags more than `streamBufferLimit` bytes behind.
+    public func stream(_ request: Request, framing: StreamingResponse.Framing = .lines) async throws(HTTPClientError) -> StreamingResponse {
+        let transfer = try Transfer(request: request, configuration: configuration,
+                                    mode: framing == .lines ? .lines : .chunks)
         let stream = StreamingResponse(transfer: transfer, loop: loop)
         do {
             try await withTaskCancellationHandler {
@@ -72,16 +74,20 @@ extension HTTPClient {
         public var url: String
         public var headers: [(name: String, value: String)]
         public var body: [UInt8]?
+        /// A body read while it is sent (files, large uploads); replaces `body` when set.
+        public var upload: UploadBody?
         public var tls: TLSOptions
         /// The whole exchange must finish within this time; nil for no limit (feeds).
         public var timeoutMilliseconds: Int?
 
         public init(method: String = "GET", url: String, headers: [(name: String, value: String)] = [],
-                    body: [UInt8]? = nil, tls: TLSOptions = TLSOptions(), timeoutMilliseconds: Int? = nil) {
+                    body: [UInt8]? = nil, upload: UploadBody? = nil, tls: TLSOptions = TLSOptions(),
+                    timeoutMilliseconds: Int? = nil) {
             self.method = method
             self.url = url
             self.headers = headers
             self.body = body
+            self.upload = upload
             self.tls = tls
             self.timeoutMilliseconds = timeoutMilliseconds
         }

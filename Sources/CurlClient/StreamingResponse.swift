@@ -1,7 +1,15 @@
-/// A response whose body is read line by line as it arrives (a continuous change feed).
-/// Lines come without their `\n` (or `\r\n`); an empty line is an empty array (a
-/// heartbeat). Dropping the response, or `cancel()`, ends the transfer.
+/// A response whose body is read as it arrives: line by line (a continuous change feed)
+/// or in chunks (a large body). Lines come without their `\n` (or `\r\n`); an empty line
+/// is an empty array (a heartbeat). Dropping the response, or `cancel()`, ends the transfer.
 public final class StreamingResponse: Sendable {
+    /// How the body is cut up for the reader.
+    public enum Framing: Sendable {
+        /// `nextLine()` returns one line at a time.
+        case lines
+        /// `nextChunk()` returns whatever arrived since the last call (at least one byte).
+        case chunks
+    }
+
     private let transfer: Transfer
     private let loop: TransferLoop
 
@@ -28,21 +36,22 @@ public final class StreamingResponse: Sendable {
     }
 
     public func availableLine() throws(HTTPClientError) -> Availability {
-        let (availability, resume) = transfer.availableLine()
+        let (availability, resume) = transfer.availablePiece()
         if resume { loop.resume(transfer) }
         switch availability {
-        case .line(let line): return .line(line)
+        case .piece(let line): return .line(line)
         case .pending: return .pending
         case .end: return .end
         case .failed(let error): throw error
         }
     }
 
-    /// The next line, waiting for it if needed; nil once the body has ended.
+    /// The next line (or chunk, with `.chunks` framing), waiting for it if needed; nil
+    /// once the body has ended.
     public func nextLine() async throws(HTTPClientError) -> [UInt8]? {
         do {
             let line = try await withTaskCancellationHandler {
-                try await transfer.waitForLine()
+                try await transfer.waitForPiece()
             } onCancel: {
                 loop.cancel(transfer)
             }
@@ -55,12 +64,18 @@ public final class StreamingResponse: Sendable {
         }
     }
 
+    /// The next chunk of the body (`.chunks` framing), waiting for it if needed; nil once
+    /// the body has ended.
+    public func nextChunk() async throws(HTTPClientError) -> [UInt8]? {
+        try await nextLine()
+    }
+
     /// Reads the rest of the body.
     public func readToEnd() async throws(HTTPClientError) -> [UInt8] {
         var body: [UInt8] = []
-        while let line = try await nextLine() {
-            body.append(contentsOf: line)
-            body.append(UInt8(ascii: "\n"))
+        while let piece = try await nextLine() {
+            body.append(contentsOf: piece)
+            if transfer.mode == .lines { body.append(UInt8(ascii: "\n")) }
         }
         return body
     }

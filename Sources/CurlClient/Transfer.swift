@@ -3,30 +3,41 @@ import CShims
 import Foundation
 
 /// One request on one curl easy handle: its configuration, what libcurl's callbacks
-/// deliver (the head, the body, or lines of it) and how it ends. The transfer loop's
-/// thread drives the handle; readers on other threads touch only what `lock` guards.
+/// deliver (the head, the body whole, or pieces of it: lines or chunks) and how it ends.
+/// The transfer loop's thread drives the handle; readers on other threads touch only
+/// what `lock` guards.
 final class Transfer: @unchecked Sendable {
-    enum Mode { case buffered, streaming }
+    enum Mode {
+        case buffered
+        /// The body is read line by line (`StreamingResponse.Framing.lines`).
+        case lines
+        /// The body is read in chunks as they arrive (`StreamingResponse.Framing.chunks`).
+        case chunks
+    }
 
     let mode: Mode
     let easy: UnsafeMutableRawPointer
     private var headerList: UnsafeMutablePointer<curl_slist>?
     private var requestBody: UnsafeMutableRawBufferPointer?
+    fileprivate var upload: UploadBodyReader?
     private let bufferLimit: Int
+    /// Chunks received while the reader is behind are joined up to this size.
+    private static let chunkSize = 256 * 1024
 
     private let lock = NSLock()
     private var status = 0
     private var headers: [(name: String, value: String)] = []
     private var headDelivered = false
     private var body: [UInt8] = []
-    private var lines: [[UInt8]] = []
-    private var lineIndex = 0
+    /// Lines or chunks received and not yet read (streaming modes).
+    private var pieces: [[UInt8]] = []
+    private var pieceIndex = 0
     private var partialLine: [UInt8] = []
     private var queuedBytes = 0
     private var paused = false
     private var ended = false
     private var failure: HTTPClientError?
-    private var lineWaiter: CheckedContinuation<[UInt8]?, Error>?
+    private var pieceWaiter: CheckedContinuation<[UInt8]?, Error>?
     private(set) var cancelRequested = false
 
     /// Set before submission: the whole response (buffered mode).
@@ -68,7 +79,21 @@ final class Transfer: @unchecked Sendable {
         case "POST": _ = couchette_curl_set_long(easy, CURLOPT_POST, 1)
         default: _ = couchette_curl_set_string(easy, CURLOPT_CUSTOMREQUEST, method)
         }
-        if let body = request.body ?? (method == "POST" || method == "PUT" ? [] : nil) {
+        if let upload = request.upload {
+            let reader = UploadBodyReader(upload)
+            self.upload = reader
+            if method == "POST" {
+                _ = couchette_curl_set_offset(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(reader.length))
+            } else {
+                _ = couchette_curl_set_long(easy, CURLOPT_UPLOAD, 1)
+                _ = couchette_curl_set_offset(easy, CURLOPT_INFILESIZE_LARGE, curl_off_t(reader.length))
+            }
+            let context = Unmanaged.passUnretained(self).toOpaque()
+            _ = couchette_curl_set_pointer(easy, CURLOPT_READFUNCTION, unsafeBitCast(readCallback, to: UnsafeMutableRawPointer.self))
+            _ = couchette_curl_set_pointer(easy, CURLOPT_READDATA, context)
+            _ = couchette_curl_set_pointer(easy, CURLOPT_SEEKFUNCTION, unsafeBitCast(seekCallback, to: UnsafeMutableRawPointer.self))
+            _ = couchette_curl_set_pointer(easy, CURLOPT_SEEKDATA, context)
+        } else if let body = request.body ?? (method == "POST" || method == "PUT" ? [] : nil) {
             let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(1, body.count), alignment: 1)
             body.withUnsafeBytes { buffer.copyMemory(from: $0) }
             requestBody = buffer
@@ -112,7 +137,7 @@ final class Transfer: @unchecked Sendable {
             status = parts.count > 1 ? Int(parts[1]) ?? 0 : 0
             headers = []
         } else if line.isEmpty {
-            if status >= 200 && mode == .streaming && !headDelivered {
+            if status >= 200 && mode != .buffered && !headDelivered {
                 headDelivered = true
                 deliverHead = true
             }
@@ -131,7 +156,24 @@ final class Transfer: @unchecked Sendable {
         case .buffered:
             body.append(contentsOf: bytes)
             return bytes.count
-        case .streaming:
+        case .chunks:
+            lock.lock()
+            if queuedBytes >= bufferLimit {
+                paused = true
+                lock.unlock()
+                return Int(CURL_WRITEFUNC_PAUSE)
+            }
+            if pieceIndex < pieces.count, pieces[pieces.count - 1].count < Self.chunkSize {
+                pieces[pieces.count - 1].append(contentsOf: bytes)
+            } else {
+                pieces.append(Array(bytes))
+            }
+            queuedBytes += bytes.count
+            let handOff = takePieceForWaiter()
+            lock.unlock()
+            handOff?()
+            return bytes.count
+        case .lines:
             lock.lock()
             if queuedBytes >= bufferLimit {
                 paused = true
@@ -145,11 +187,11 @@ final class Transfer: @unchecked Sendable {
                 partialLine.removeAll(keepingCapacity: true)
                 if line.last == UInt8(ascii: "\r") { line.removeLast() }
                 queuedBytes += line.count + 1
-                lines.append(line)
+                pieces.append(line)
                 start = newline + 1
             }
             partialLine.append(contentsOf: bytes[start...])
-            let handOff = takeLineForWaiter()
+            let handOff = takePieceForWaiter()
             lock.unlock()
             handOff?()
             return bytes.count
@@ -172,7 +214,7 @@ final class Transfer: @unchecked Sendable {
             status = code
         }
         if !partialLine.isEmpty {
-            lines.append(partialLine)
+            pieces.append(partialLine)
             partialLine = []
         }
         let response = HTTPClient.Response(status: status, headers: headers, body: body)
@@ -182,13 +224,13 @@ final class Transfer: @unchecked Sendable {
         let onComplete = self.onComplete
         self.onComplete = nil
         self.onHead = nil
-        let handOff = takeLineForWaiter()
+        let handOff = takePieceForWaiter()
         lock.unlock()
 
         switch mode {
         case .buffered:
             if let error { onComplete?(.failure(error)) } else { onComplete?(.success(response)) }
-        case .streaming:
+        case .lines, .chunks:
             if let error { onHead?(.failure(error)) } else { onHead?(.success(())) }
             handOff?()
         }
@@ -200,7 +242,7 @@ final class Transfer: @unchecked Sendable {
         lock.unlock()
     }
 
-    // MARK: - Reading (streaming mode, any thread)
+    // MARK: - Reading (streaming modes, any thread)
 
     var responseStatus: Int {
         lock.lock()
@@ -214,29 +256,29 @@ final class Transfer: @unchecked Sendable {
         return headers
     }
 
-    enum LineAvailability {
-        case line([UInt8])
+    enum PieceAvailability {
+        case piece([UInt8])
         case pending
         case end
         case failed(HTTPClientError)
     }
 
-    /// The next line if one is buffered, without waiting. Returns whether the transfer
-    /// should be unpaused too.
-    func availableLine() -> (LineAvailability, resume: Bool) {
+    /// The next line or chunk if one is buffered, without waiting. Returns whether the
+    /// transfer should be unpaused too.
+    func availablePiece() -> (PieceAvailability, resume: Bool) {
         lock.lock()
         defer { lock.unlock() }
-        if lineIndex < lines.count { return (.line(popLine()), shouldResume()) }
+        if pieceIndex < pieces.count { return (.piece(popPiece()), shouldResume()) }
         if ended { return (failure.map { .failed($0) } ?? .end, false) }
         return (.pending, false)
     }
 
-    /// Waits for the next line; nil at the end of the body.
-    func waitForLine() async throws -> [UInt8]? {
+    /// Waits for the next line or chunk; nil at the end of the body.
+    func waitForPiece() async throws -> [UInt8]? {
         try await withCheckedThrowingContinuation { continuation in
             lock.lock()
-            if lineIndex < lines.count {
-                let line = popLine()
+            if pieceIndex < pieces.count {
+                let line = popPiece()
                 lock.unlock()
                 continuation.resume(returning: line)
             } else if ended {
@@ -244,7 +286,7 @@ final class Transfer: @unchecked Sendable {
                 lock.unlock()
                 if let failure { continuation.resume(throwing: failure) } else { continuation.resume(returning: nil) }
             } else {
-                lineWaiter = continuation
+                pieceWaiter = continuation
                 lock.unlock()
             }
         }
@@ -263,28 +305,29 @@ final class Transfer: @unchecked Sendable {
         return shouldResume()
     }
 
-    private func popLine() -> [UInt8] {
-        let line = lines[lineIndex]
-        lineIndex += 1
-        queuedBytes -= line.count + 1
-        if lineIndex > 1024 && lineIndex * 2 > lines.count {
-            lines.removeFirst(lineIndex)
-            lineIndex = 0
+    private func popPiece() -> [UInt8] {
+        let line = pieces[pieceIndex]
+        pieces[pieceIndex] = []  // read pieces are dropped at once, not when the array is compacted
+        pieceIndex += 1
+        queuedBytes -= line.count + (mode == .lines ? 1 : 0)
+        if pieceIndex > 1024 && pieceIndex * 2 > pieces.count {
+            pieces.removeFirst(pieceIndex)
+            pieceIndex = 0
         }
         return line
     }
 
-    /// With the lock held: if a reader waits and a line (or the end) is there, the work
+    /// With the lock held: if a reader waits and a piece (or the end) is there, the work
     /// to hand it over, to run after unlocking.
-    private func takeLineForWaiter() -> (() -> Void)? {
-        guard let waiter = lineWaiter else { return nil }
-        if lineIndex < lines.count {
-            lineWaiter = nil
-            let line = popLine()
+    private func takePieceForWaiter() -> (() -> Void)? {
+        guard let waiter = pieceWaiter else { return nil }
+        if pieceIndex < pieces.count {
+            pieceWaiter = nil
+            let line = popPiece()
             return { waiter.resume(returning: line) }
         }
         if ended {
-            lineWaiter = nil
+            pieceWaiter = nil
             let failure = self.failure
             return { if let failure { waiter.resume(throwing: failure) } else { waiter.resume(returning: nil) } }
         }
@@ -307,4 +350,24 @@ private let headerCallback: @convention(c) (UnsafeMutablePointer<CChar>?, Int, I
     let transfer = Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue()
     transfer.receiveHeader(UnsafeRawBufferPointer(start: data, count: size * count))
     return size * count
+}
+
+private let readCallback: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, UnsafeMutableRawPointer?) -> Int = {
+    buffer, size, count, context in
+    guard let context, let buffer else { return Int(CURL_READFUNC_ABORT) }
+    let transfer = Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue()
+    guard let reader = transfer.upload,
+          let filled = reader.read(into: UnsafeMutableRawBufferPointer(start: buffer, count: size * count)) else {
+        return Int(CURL_READFUNC_ABORT)
+    }
+    return filled
+}
+
+/// libcurl rewinds an upload to send it again (after a redirect or an authentication round).
+private let seekCallback: @convention(c) (UnsafeMutableRawPointer?, curl_off_t, Int32) -> Int32 = {
+    context, offset, origin in
+    guard let context, offset == 0, origin == SEEK_SET else { return 2 }  // CURL_SEEKFUNC_CANTSEEK
+    let transfer = Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue()
+    transfer.upload?.rewind()
+    return 0  // CURL_SEEKFUNC_OK
 }

@@ -153,4 +153,64 @@ import Glibc
         reader.cancel()
         #expect(await reader.value == 1)
     }
+
+    @Test func uploadsABodyReadFromMemoryAndFilesAsOftenAsItIsSent() async throws {
+        let server = try LoopbackHTTPServer { request in
+            .respond(LoopbackHTTPServer.Response(status: 201, body: request.body))
+        }
+        defer { server.stop() }
+        let path = NSTemporaryDirectory() + "upload-" + Digest.randomHex(bytes: 6)
+        let file = (0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+        FileManager.default.createFile(atPath: path, contents: Data(file))
+        defer { unlink(path) }
+        var body = UploadBody()
+        body.append("head:")
+        body.appendFile(path: path, length: file.count)
+        body.append(":middle:")
+        body.appendFile(path: path, offset: 100, length: 50)
+        body.append(":end")
+        #expect(body.length == 5 + file.count + 8 + 50 + 4)
+        let client = HTTPClient()
+        defer { client.shutdown() }
+        let expected = Array("head:".utf8) + file + Array(":middle:".utf8) + Array(file[100..<150]) + Array(":end".utf8)
+        for method in ["PUT", "POST"] {
+            let response = try await client.send(HTTPClient.Request(method: method, url: server.url + "/up", upload: body))
+            #expect(response.status == 201)
+            #expect(response.body == expected, "\(method)")
+        }
+        #expect(server.requests.allSatisfy { $0.header("content-length") == String(expected.count) })
+    }
+
+    @Test func anUploadWhoseFileIsShortFailsRatherThanSendingLess() async throws {
+        let server = try LoopbackHTTPServer { request in .respond(LoopbackHTTPServer.Response(status: 201, body: request.body)) }
+        defer { server.stop() }
+        var body = UploadBody()
+        body.appendFile(path: "/nonexistent/" + Digest.randomHex(bytes: 6), length: 10)
+        let client = HTTPClient()
+        defer { client.shutdown() }
+        await #expect(throws: HTTPClientError.self) {
+            _ = try await client.send(HTTPClient.Request(method: "PUT", url: server.url + "/up", upload: body))
+        }
+    }
+
+    @Test func streamsALargeBodyInChunksWithinTheBufferLimit() async throws {
+        let payload = (0..<3_000_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+        let server = try LoopbackHTTPServer { _ in .respond(LoopbackHTTPServer.Response(status: 200, body: payload)) }
+        defer { server.stop() }
+        var configuration = HTTPClientConfiguration()
+        configuration.streamBufferLimit = 128 * 1024
+        let client = HTTPClient(configuration: configuration)
+        defer { client.shutdown() }
+        let response = try await client.stream(HTTPClient.Request(url: server.url + "/blob"), framing: .chunks)
+        #expect(response.status == 200)
+        var received: [UInt8] = []
+        var largest = 0
+        while let chunk = try await response.nextChunk() {
+            largest = max(largest, chunk.count)
+            received.append(contentsOf: chunk)
+            if received.count < 1_000_000 { try await Task.sleep(nanoseconds: 2_000_000) }
+        }
+        #expect(received == payload)
+        #expect(largest <= 256 * 1024 + 64 * 1024, "chunks are joined only up to a bound")
+    }
 }

@@ -26,6 +26,8 @@ final class FaultyProxy: @unchecked Sendable {
     var url: String { server.url }
     var faultsInjected: Int { state.injected }
     var requests: [LoopbackHTTPServer.Request] { server.requests }
+    /// The request target (path and query) and body size of every response forwarded.
+    var responses: [(target: String, bytes: Int)] { state.responses }
 
     init(upstreamPort: Int, faults: Faults, seed: UInt64 = 7) throws {
         let state = State(seed: seed)
@@ -55,6 +57,7 @@ final class FaultyProxy: @unchecked Sendable {
                 state.count()
                 return .drop
             }
+            state.record(target: request.target, bytes: response.body.count)
             var forwarded: [(String, String)] = []
             for header in response.headers where ["content-type", "set-cookie"].contains(header.name.lowercased()) {
                 forwarded.append((header.name, header.value))
@@ -69,6 +72,7 @@ final class FaultyProxy: @unchecked Sendable {
         private let lock = NSLock()
         private var generator: SplitMix
         private(set) var injectedCount = 0
+        private var forwarded: [(target: String, bytes: Int)] = []
 
         init(seed: UInt64) { generator = SplitMix(seed: seed) }
 
@@ -82,6 +86,18 @@ final class FaultyProxy: @unchecked Sendable {
             lock.lock()
             injectedCount += 1
             lock.unlock()
+        }
+
+        func record(target: String, bytes: Int) {
+            lock.lock()
+            forwarded.append((target, bytes))
+            lock.unlock()
+        }
+
+        var responses: [(target: String, bytes: Int)] {
+            lock.lock()
+            defer { lock.unlock() }
+            return forwarded
         }
 
         var injected: Int {

@@ -1,0 +1,121 @@
+import CouchCore
+import CouchStore
+import Foundation
+
+/// The attachment road through the store: a local source hands over its blob files (read
+/// as they are sent or copied, never loaded whole); a local target receives bodies into its
+/// own blob store and writes the revision with `bulkUpdate(newEdits: false, following:)`.
+extension LocalEndpoint {
+    public func attachmentSpool() throws(ReplicationError) -> any AttachmentSpool {
+        BlobStoreSpool(store: try database().attachments)
+    }
+
+    /// Attachments no newer than the newest of `attachmentsSince` in a revision's history
+    /// are stubs (the target has them); the others follow, as files of this blob store.
+    public func revisionsWithAttachments(_ id: DocumentID, _ revisions: [RevisionID], attachmentsSince: [RevisionID],
+                                         spool: any AttachmentSpool) async throws(ReplicationError) -> [AttachedRevision] {
+        try await store { database in
+            guard let (tree, found) = try Self.leaves(database, id, revisions, latest: true) else { return [] }
+            return found.compactMap { _, stored -> AttachedRevision? in
+                guard let stored else { return nil }
+                let threshold = Self.attachmentsSinceGeneration(tree.history(of: stored.revision), attachmentsSince)
+                var document = Self.replicated(stored, tree: tree)
+                var attachments = JSONObject()
+                var bodies: [AttachmentBody] = []
+                for attachment in stored.attachments {
+                    guard attachment.revpos > threshold else {
+                        attachments[attachment.name] = Self.stub(attachment)
+                        continue
+                    }
+                    var entry: JSONObject = [
+                        "content_type": JSONValue(attachment.contentType), "revpos": JSONValue(attachment.revpos),
+                        "digest": JSONValue(attachment.digest), "length": JSONValue(attachment.length), "follows": true,
+                    ]
+                    if let encoding = attachment.encoding {
+                        entry["encoding"] = JSONValue(encoding)
+                        entry["encoded_length"] = JSONValue(attachment.storedLength)
+                    }
+                    attachments[attachment.name] = .object(entry)
+                    bodies.append(AttachmentBody(name: attachment.name, contentType: attachment.contentType,
+                                                 encoding: attachment.encoding, length: attachment.storedLength,
+                                                 content: .file(path: database.attachments.path(for: attachment.blobKey))))
+                }
+                if !stored.attachments.isEmpty { document["_attachments"] = .object(attachments) }
+                return AttachedRevision(revision: ReplicatedRevision(id: id, revision: stored.revision, document: document),
+                                        bodies: bodies)
+            }
+        }
+    }
+
+    /// CouchDB's `atts_since` rule: the generation of the newest of `since` in `history`
+    /// (0 when none is), below which (inclusive) attachments need not be sent.
+    static func attachmentsSinceGeneration(_ history: [RevisionID], _ since: [RevisionID]) -> Int {
+        guard !since.isEmpty else { return 0 }
+        let known = Set(since)
+        return history.first { known.contains($0) }?.generation ?? 0
+    }
+
+    /// Stages the bodies in this blob store (committing those received into it, copying
+    /// the others), then writes the revision with them as its `follows` attachments.
+    public func writeRevisionWithAttachments(_ attached: AttachedRevision) async throws(ReplicationError) -> WriteFailure? {
+        try await store { database in
+            let revision = attached.revision
+            var following: [String: StagedBlob] = [:]
+            do {
+                for body in attached.bodies {
+                    following[body.name] = try Self.stage(body, in: database.attachments)
+                }
+            } catch {
+                database.discardStaged(Array(following.values))
+                throw error
+            }
+            let edit: DocumentEdit
+            do {
+                edit = try DocumentEdit(json: .object(revision.document))
+            } catch let error as CouchError {
+                database.discardStaged(Array(following.values))
+                return WriteFailure(id: revision.id, revision: revision.revision, error: error.error, reason: error.reason)
+            }
+            if case .failure(let error) = try database.bulkUpdate([edit], newEdits: false, following: following)[0] {
+                return WriteFailure(id: revision.id, revision: revision.revision, error: error.error, reason: error.reason)
+            }
+            return nil
+        }
+    }
+
+    /// A body as a blob of `store`, held in flight for the write.
+    private static func stage(_ body: AttachmentBody, in store: AttachmentStore) throws -> StagedBlob {
+        switch body.content {
+        case .blob(let blob) where blob.store === store:
+            return try blob.commit()
+        case .blob(let blob):
+            return try copy(path: blob.path, into: store)
+        case .bytes(let bytes):
+            return try store.ingest(bytes)
+        case .file(let path):
+            return try copy(path: path, into: store)
+        case .spooled(let file):
+            return try copy(path: file.path, into: store)
+        }
+    }
+
+    /// Copies a file into the store a megabyte at a time.
+    private static func copy(path: String, into store: AttachmentStore) throws -> StagedBlob {
+        let descriptor = Glibc.open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw CouchError.internalError("attachment body \(path) cannot be read") }
+        defer { close(descriptor) }
+        let writer = try store.makeWriter()
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress!, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            guard count >= 0 else {
+                writer.abandon()
+                throw CouchError.internalError("attachment body \(path) cannot be read")
+            }
+            if count == 0 { break }
+            try buffer.withUnsafeBytes { try writer.write(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
+        }
+        return try store.commit(writer)
+    }
+}
