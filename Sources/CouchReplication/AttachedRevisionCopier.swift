@@ -14,7 +14,7 @@ struct AttachedRevisionCopier: Sendable {
     let writer: RevisionWriter
     let logger: Logger
     /// Documents copied at once.
-    static let concurrentDocuments = 8
+    static let concurrentDocuments = 4
 
     func copy(_ requests: [RevisionRequest]) async throws(ReplicationError) -> ReplicationStatistics {
         var order: [DocumentID] = []
@@ -44,8 +44,18 @@ struct AttachedRevisionCopier: Sendable {
             for await done in group { collected.append(done) }
             return collected
         }
+        // Every document ends before the batch does; the first real failure (rather than
+        // the stops it caused) is the batch's.
         var statistics = ReplicationStatistics()
-        for result in results { statistics += try result.get() }
+        var failure: ReplicationError?
+        for result in results {
+            switch result {
+            case .success(let copied): statistics += copied
+            case .failure(let error) where failure == nil || failure?.kind == .stopped: failure = error
+            case .failure: break
+            }
+        }
+        if let failure { throw failure }
         return statistics
     }
 

@@ -64,7 +64,7 @@ struct TemporaryFileSpool: AttachmentSpool {
     /// Bodies up to this size stay in memory.
     static let memoryLimit = 256 * 1024
     static let directory: String = {
-        let path = NSTemporaryDirectory() + "couchette-replication-\(getpid())"
+        let path = NSTemporaryDirectory() + "couchette-replication-spool"
         try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
         return path
     }()

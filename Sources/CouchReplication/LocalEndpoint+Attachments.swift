@@ -16,35 +16,39 @@ extension LocalEndpoint {
                                          spool: any AttachmentSpool) async throws(ReplicationError) -> [AttachedRevision] {
         try await store { database in
             guard let (tree, found) = try Self.leaves(database, id, revisions, latest: true) else { return [] }
-            return found.compactMap { _, stored -> AttachedRevision? in
-                guard let stored else { return nil }
-                let threshold = Self.attachmentsSinceGeneration(tree.history(of: stored.revision), attachmentsSince)
-                var document = Self.replicated(stored, tree: tree)
-                var attachments = JSONObject()
-                var bodies: [AttachmentBody] = []
-                for attachment in stored.attachments {
-                    guard attachment.revpos > threshold else {
-                        attachments[attachment.name] = Self.stub(attachment)
-                        continue
-                    }
-                    var entry: JSONObject = [
-                        "content_type": JSONValue(attachment.contentType), "revpos": JSONValue(attachment.revpos),
-                        "digest": JSONValue(attachment.digest), "length": JSONValue(attachment.length), "follows": true,
-                    ]
-                    if let encoding = attachment.encoding {
-                        entry["encoding"] = JSONValue(encoding)
-                        entry["encoded_length"] = JSONValue(attachment.storedLength)
-                    }
-                    attachments[attachment.name] = .object(entry)
-                    bodies.append(AttachmentBody(name: attachment.name, contentType: attachment.contentType,
-                                                 encoding: attachment.encoding, length: attachment.storedLength,
-                                                 content: .file(path: database.attachments.path(for: attachment.blobKey))))
-                }
-                if !stored.attachments.isEmpty { document["_attachments"] = .object(attachments) }
-                return AttachedRevision(revision: ReplicatedRevision(id: id, revision: stored.revision, document: document),
-                                        bodies: bodies)
+            return found.compactMap { _, stored in
+                stored.map { Self.attached($0, tree: tree, attachmentsSince: attachmentsSince, store: database.attachments) }
             }
         }
+    }
+
+    private static func attached(_ stored: StoredRevision, tree: RevisionTree, attachmentsSince: [RevisionID],
+                                 store: AttachmentStore) -> AttachedRevision {
+        var document = replicated(stored, tree: tree)
+        let threshold = attachmentsSinceGeneration(tree.history(of: stored.revision), attachmentsSince)
+        var attachments = JSONObject()
+        var bodies: [AttachmentBody] = []
+        for attachment in stored.attachments {
+            guard attachment.revpos > threshold else {
+                attachments[attachment.name] = stub(attachment)
+                continue
+            }
+            var entry: JSONObject = [
+                "content_type": JSONValue(attachment.contentType), "revpos": JSONValue(attachment.revpos),
+                "digest": JSONValue(attachment.digest), "length": JSONValue(attachment.length), "follows": true,
+            ]
+            if let encoding = attachment.encoding {
+                entry["encoding"] = JSONValue(encoding)
+                entry["encoded_length"] = JSONValue(attachment.storedLength)
+            }
+            attachments[attachment.name] = .object(entry)
+            bodies.append(AttachmentBody(name: attachment.name, contentType: attachment.contentType,
+                                         encoding: attachment.encoding, length: attachment.storedLength,
+                                         content: .file(path: store.path(for: attachment.blobKey))))
+        }
+        if !stored.attachments.isEmpty { document["_attachments"] = .object(attachments) }
+        return AttachedRevision(revision: ReplicatedRevision(id: stored.id, revision: stored.revision, document: document),
+                                bodies: bodies)
     }
 
     /// CouchDB's `atts_since` rule: the generation of the newest of `since` in `history`

@@ -72,8 +72,27 @@ extension RemoteEndpoint {
             throw ReplicationError(.requestFailed, "open_revs answered neither multipart nor a JSON array")
         }
         return entries.compactMap { entry in
-            entry["ok"]?.objectValue.flatMap(ReplicatedRevision.init(document:)).map { AttachedRevision(revision: $0, bodies: []) }
+            guard let document = entry["ok"]?.objectValue, let revision = ReplicatedRevision(document: document) else {
+                return nil
+            }
+            return AttachedRevision(revision: Self.withInlineData(revision), bodies: [])
         }
+    }
+
+    /// Inline `data` is the decoded body even when the source stores it compressed: its
+    /// `digest` (of the stored bytes) is dropped, for the target to compute its own.
+    private static func withInlineData(_ revision: ReplicatedRevision) -> ReplicatedRevision {
+        guard var attachments = revision.document["_attachments"]?.objectValue else { return revision }
+        for (name, meta) in attachments {
+            guard var entry = meta.objectValue, entry["data"] != nil else { continue }
+            entry["digest"] = nil
+            entry["encoding"] = nil
+            entry["encoded_length"] = nil
+            attachments[name] = .object(entry)
+        }
+        var copy = revision
+        copy.document["_attachments"] = .object(attachments)
+        return copy
     }
 
     private static func nextChunk(_ response: StreamingResponse) async throws(ReplicationError) -> [UInt8]? {

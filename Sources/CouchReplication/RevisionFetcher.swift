@@ -4,7 +4,8 @@ import Logging
 /// The third stage: reads missing revisions from the source with `_bulk_get`, falling
 /// back to `open_revs` (one request per document, a few at once) for peers without it and
 /// for documents `_bulk_get` could not return. Revisions that have attachments are set
-/// aside for the attachment road (see `DatabaseEndpoint`).
+/// aside for the attachment road (`AttachedRevisionCopier`), which fetches them again
+/// with their bodies, as CouchDB's replicator does.
 struct RevisionFetcher: Sendable {
     let source: DatabaseEndpoint
     let logger: Logger

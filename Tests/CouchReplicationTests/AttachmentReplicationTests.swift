@@ -1,5 +1,5 @@
 import CouchCore
-import CouchReplication
+@testable import CouchReplication
 import CouchTestSupport
 import Foundation
 import Testing
@@ -11,7 +11,7 @@ import Testing
 @Suite(.serialized) struct AttachmentReplicationTests {
     /// Three megabytes that do not compress, the same every run.
     static let large: [UInt8] = bytes(count: 3 * 1024 * 1024, seed: 3)
-    static let names = ["text.txt", "dir/ünïcode ñame.bin", "empty", "large.bin"]
+    static let names = ["text.txt", "dir/ünïcode ñame.bin", "empty", "quote\"d %41\\.txt", "large.bin"]
 
     static func bytes(count: Int, seed: UInt64) -> [UInt8] {
         var generator = SplitMix(seed: seed)
@@ -23,7 +23,8 @@ import Testing
         return bytes
     }
 
-    /// `doc-att` with four attachments (one of them empty, one large), ten small documents
+    /// `doc-att` with five attachments (one empty, one large, names with `/`, Unicode,
+    /// quotes, `%` and a backslash), ten small documents
     /// with one attachment each, and ten without.
     func fillWithAttachments(_ server: TestServer, _ database: String) async throws {
         try await server.call("PUT", "/\(database)")
@@ -31,7 +32,8 @@ import Testing
                                                  contentType: "text/plain")
         rev = try await server.putAttachment(database, "doc-att", Self.names[1], rev: rev, Self.bytes(count: 5000, seed: 1))
         rev = try await server.putAttachment(database, "doc-att", Self.names[2], rev: rev, [])
-        _ = try await server.putAttachment(database, "doc-att", Self.names[3], rev: rev, Self.large)
+        rev = try await server.putAttachment(database, "doc-att", Self.names[3], rev: rev, Array("odd name".utf8))
+        _ = try await server.putAttachment(database, "doc-att", Self.names[4], rev: rev, Self.large)
         var documents: [JSONValue] = []
         for index in 0..<10 {
             documents.append(["_id": JSONValue("small\(index)"), "n": JSONValue(index),
@@ -62,7 +64,7 @@ import Testing
         // Nothing is left staged in the target's blob store, nor spooled.
         let staging = try target.databases.database(DatabaseName(targetDatabase)).attachments.directory + "/staging"
         #expect(try FileManager.default.contentsOfDirectory(atPath: staging) == [])
-        let spool = NSTemporaryDirectory() + "couchette-replication-\(getpid())"
+        let spool = TemporaryFileSpool.directory
         #expect(((try? FileManager.default.contentsOfDirectory(atPath: spool)) ?? []) == [])
     }
 
@@ -226,15 +228,21 @@ import Testing
         _ = try await a.replicate(["source": "db", "target": JSONValue(b.url + "/db")])
         _ = try await a.replicate(["source": JSONValue(b.url + "/db"), "target": "db"])
         #expect(try await a.revisionTrees("db") == b.revisionTrees("db"))
-        for server in [a, b] {
+        // Both leaves at once, in one open_revs answer, to new databases.
+        let (_, fresh) = try await b.replicate(["source": JSONValue(a.url + "/db"), "target": "both", "create_target": true])
+        #expect(fresh["history"]?[0]?["docs_written"] == 2, "\(fresh.serializedString())")
+        let (_, local) = try await a.replicate(["source": "db", "target": "both", "create_target": true])
+        #expect(local["history"]?[0]?["docs_written"] == 2, "\(local.serializedString())")
+        #expect(try await a.revisionTrees("both") == b.revisionTrees("both"))
+        for (server, database) in [(a, "db"), (b, "db"), (a, "both"), (b, "both")] {
             for (side, leaf) in leaves {
                 let other = side == "a" ? "b" : "a"
-                let document = try await server.call("GET", "/db/doc?rev=\(leaf.rev)").json
+                let document = try await server.call("GET", "/\(database)/doc?rev=\(leaf.rev)").json
                 #expect(document["_attachments"]?.objectValue?.keys.sorted() == ["only-\(side).bin", "shared.txt"])
                 #expect(document["_attachments"]?["only-\(other).bin"] == nil)
-                let own = try await offPool { try server.request("GET", "/db/doc/only-\(side).bin?rev=\(leaf.rev)") }
+                let own = try await offPool { try server.request("GET", "/\(database)/doc/only-\(side).bin?rev=\(leaf.rev)") }
                 #expect(own.body == leaf.content)
-                let sharedText = try await offPool { try server.request("GET", "/db/doc/shared.txt?rev=\(leaf.rev)") }
+                let sharedText = try await offPool { try server.request("GET", "/\(database)/doc/shared.txt?rev=\(leaf.rev)") }
                 #expect(sharedText.body == Array("changed on \(side)".utf8))
             }
         }
@@ -275,6 +283,79 @@ import Testing
             #expect(try await b.call("GET", "/\(database)/doc").json["_rev"] == JSONValue(second))
             #expect(try await b.attachment(database, "doc", "a.txt").body == Array("first".utf8))
         }
+    }
+    /// Fetches and multipart writes cut off or answered 500 at random are retried whole (the
+    /// upload read again from its files), and every attachment arrives intact.
+    @Test func attachmentsReplicateThroughAFaultyNetwork() async throws {
+        let (a, b) = (try TestServer(), try TestServer())
+        let faults = FaultyProxy.Faults(dropBefore: 0.08, dropAfter: 0.08, serverError: 0.08)
+        let toSource = try FaultyProxy(upstreamPort: a.port, faults: faults, seed: 3)
+        let toTarget = try FaultyProxy(upstreamPort: b.port, faults: faults, seed: 4)
+        defer { a.replications.stopAll(); toSource.stop(); toTarget.stop(); a.stop(); b.stop() }
+        a.replications.jobBackoff = Backoff(initialMilliseconds: 50, maximumMilliseconds: 200)
+        try await a.call("PUT", "/source")
+        try await b.call("PUT", "/target")
+        var documents: [JSONValue] = []
+        for index in 0..<24 {
+            let body = Self.bytes(count: 300_000 + index, seed: UInt64(100 + index))
+            documents.append(["_id": JSONValue("doc\(index)"),
+                              "_attachments": ["a.bin": ["content_type": "application/octet-stream",
+                                                         "data": JSONValue(Base64.encode(body))]]])
+        }
+        try await a.putDocuments("source", documents)
+        let (status, result) = try await a.replicate([
+            "source": JSONValue(toSource.url + "/source"), "target": JSONValue(toTarget.url + "/target"),
+            "worker_batch_size": 8,
+        ])
+        #expect(status == 200)
+        #expect(result["ok"] == true, "\(result.serializedString())")
+        #expect(toSource.faultsInjected + toTarget.faultsInjected > 3, "the network really was faulty")
+        #expect(try await a.revisionTrees("source") == b.revisionTrees("target"))
+        for index in 0..<24 {
+            let copy = try await b.attachment("target", "doc\(index)", "a.bin")
+            #expect(copy.body == Self.bytes(count: 300_000 + index, seed: UInt64(100 + index)), "doc\(index)")
+        }
+    }
+
+    /// A source that answers `open_revs` with JSON whatever the `Accept`: the attachments come
+    /// inline and are written decoded.
+    @Test func aSourceAnsweringOpenRevsWithJSONStillGivesEveryAttachment() async throws {
+        let (a, b) = (try TestServer(), try TestServer())
+        defer { a.stop(); b.stop() }
+        try await a.call("PUT", "/db")
+        let text = Array(String(repeating: "squeeze me ", count: 1000).utf8)
+        let encoded = Gzip.compress(text)
+        try await a.putDocuments("db", [[
+            "_id": "z", "_rev": "1-a",
+            "_attachments": ["t.txt": ["content_type": "text/plain", "revpos": 1,
+                                       "digest": JSONValue("md5-" + Base64.encode(Digest.md5(encoded))),
+                                       "length": JSONValue(text.count), "encoding": "gzip",
+                                       "data": JSONValue(Base64.encode(encoded))]],
+        ]], newEdits: false)
+        let binary = Self.bytes(count: 70_000, seed: 5)
+        _ = try await a.putAttachment("db", "plain", "b.bin", rev: nil, binary)
+        let upstream = a.port
+        let jsonOnly = try LoopbackHTTPServer { request in
+            var headers: [(String, String)] = []
+            for name in ["content-type", "accept"] {
+                if let value = request.header(name) { headers.append((name, value)) }
+            }
+            if request.target.contains("open_revs=") { headers = headers.filter { $0.0 != "accept" } + [("accept", "application/json")] }
+            guard let response = try? httpRequest(port: upstream, request.method, request.target, headers: headers,
+                                                  body: request.body.isEmpty && request.method == "GET" ? nil : request.body)
+            else { return .drop }
+            return .respond(LoopbackHTTPServer.Response(
+                status: response.status, headers: response.headers.filter { $0.name.lowercased() == "content-type" },
+                body: response.body))
+        }
+        defer { jsonOnly.stop() }
+        let (status, result) = try await b.replicate(["source": JSONValue(jsonOnly.url + "/db"), "target": "db",
+                                                      "create_target": true])
+        #expect(status == 200, "\(result.serializedString())")
+        #expect(result["history"]?[0]?["docs_written"] == 2, "\(result.serializedString())")
+        #expect(try await b.attachment("db", "z", "t.txt").body == text)
+        #expect(try await b.attachment("db", "plain", "b.bin").body == binary)
+        #expect(try await b.call("GET", "/db/plain").json["_attachments"] == a.call("GET", "/db/plain").json["_attachments"])
     }
 }
 

@@ -161,7 +161,7 @@ import Glibc
         defer { server.stop() }
         let path = NSTemporaryDirectory() + "upload-" + Digest.randomHex(bytes: 6)
         let file = (0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }
-        FileManager.default.createFile(atPath: path, contents: Data(file))
+        #expect(FileManager.default.createFile(atPath: path, contents: Data(file)))
         defer { unlink(path) }
         var body = UploadBody()
         body.append("head:")
