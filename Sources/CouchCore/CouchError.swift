@@ -28,6 +28,17 @@ public struct CouchError: Error, Sendable, Equatable, CustomStringConvertible {
         case notImplemented = "not_implemented"
         case rangeNotSatisfiable = "requested_range_not_satisfiable"
         case invalidJSON = "invalid_json"
+        // A replication's failures, named as CouchDB's replicator names them.
+        case databaseNotFound = "db_not_found"
+        /// The peer could not be reached at all (refused, unresolved): the job goes offline.
+        case peerUnreachable = "peer_unreachable"
+        /// A request kept failing (5xx, reset, timeout) after its retries: the job restarts.
+        case requestFailed = "http_request_failed"
+        case checkpointCommitFailure = "checkpoint_commit_failure"
+        case filterFetchError = "filter_fetch_error"
+        /// The peer refused a whole request as too large (413): the writer halves the batch.
+        case requestBodyTooLarge = "request_body_too_large"
+        case stopped
     }
 
     public let kind: Kind
@@ -57,12 +68,18 @@ public struct CouchError: Error, Sendable, Equatable, CustomStringConvertible {
         case .headerTooLarge: 431
         case .rangeNotSatisfiable: 416
         case .unknownError, .internalServerError: 500
+        // Replication failures are the server's to report, as CouchDB's `_replicate` does.
+        case .databaseNotFound, .peerUnreachable, .requestFailed, .checkpointCommitFailure, .filterFetchError,
+             .requestBodyTooLarge, .stopped: 500
         case .notImplemented: 501
         case .serviceUnavailable: 503
         }
     }
 
     public var description: String { "\(kind.rawValue): \(reason)" }
+
+    /// CouchDB's wire form, `{"error": ..., "reason": ...}`.
+    public var json: JSONValue { ["error": JSONValue(error), "reason": JSONValue(reason)] }
 }
 
 extension CouchError {

@@ -30,13 +30,11 @@ public final class LocalEndpoint: DatabaseEndpoint, @unchecked Sendable {
         }
     }
 
-    /// Runs store work off the task threads, turning the store's errors into replication errors.
+    /// Runs store work off the task threads, naming the store's errors as the replicator does.
     func store<Value: Sendable>(_ work: @escaping @Sendable (Database) throws -> Value) async throws(ReplicationError) -> Value {
         let database = try database()
         do {
             return try await Blocking.run { try work(database) }
-        } catch let error as ReplicationError {
-            throw error
         } catch let error as CouchError {
             throw Self.replicationError(error, database: name)
         } catch {
@@ -50,6 +48,9 @@ public final class LocalEndpoint: DatabaseEndpoint, @unchecked Sendable {
         case .forbidden: ReplicationError(.forbidden, error.reason)
         case .notFound where error.reason == CouchError.databaseMissing.reason:
             ReplicationError(.databaseNotFound, "could not open \(database.rawValue)")
+        case .databaseNotFound, .peerUnreachable, .requestFailed, .checkpointCommitFailure, .filterFetchError,
+             .requestBodyTooLarge, .stopped, .badRequest, .notImplemented:
+            error
         default: ReplicationError(.unknown, error.description)
         }
     }

@@ -36,7 +36,7 @@ public struct HTTPResponse: Sendable {
     /// The one place a `CouchError` becomes CouchDB's `{"error","reason"}` response.
     public static func error(_ error: CouchError) -> HTTPResponse {
         // `WWW-Authenticate` is added by `CouchServer` only where CouchDB sends it.
-        json(error.status, ["error": JSONValue(error.error), "reason": JSONValue(error.reason)])
+        json(error.status, error.json)
     }
 
     public static let ok = json(200, ["ok": true])

@@ -50,9 +50,12 @@ enum ReplicateRoute {
         return .json(200, ["ok": true, "_local_id": JSONValue(job.id.jobID)])
     }
 
-    /// CouchDB's answer to a replication that could not run: 500 and the error's name.
+    /// CouchDB's answer to a replication that could not run: 400 for a bad request, else
+    /// 500 with the error's name (a peer's 401 is the replication's failure, not the client's).
     static func failure(_ error: ReplicationError) -> HTTPResponse {
-        .json(error.kind == .badRequest ? 400 : 500, error.json)
+        var response = HTTPResponse.error(error)
+        if error.kind != .badRequest { response.status = 500 }
+        return response
     }
 
     /// A local source must exist, and a local target unless it is to be created.
@@ -83,7 +86,7 @@ enum ReplicateRoute {
         case .failed(let error):
             return error.json
         case .cancelled:
-            return ["error": "stopped", "reason": "The replication was cancelled."]
+            return CouchError(.stopped, "The replication was cancelled.").json
         }
     }
 }
