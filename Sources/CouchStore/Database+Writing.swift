@@ -149,7 +149,7 @@ extension Database {
         if newEdits {
             let parent = try parentRevision(for: edit, tree: tree)
             let generation = (parent?.generation ?? 0) + 1
-            let candidates = try parent.map { [$0] } ?? []
+            let candidates = parent.map { [$0] } ?? []
             attachmentList = try resolve(prepared, id: id, generation: generation, newEdits: true,
                                          ancestors: candidates, record: record, connection: connection)
             let revision = edit.nextRevision(after: parent, attachmentDigests: attachmentList.map { "\($0.name):\($0.digest)" })

@@ -26,8 +26,8 @@ import Testing
         init(_ arguments: [String], directory: String) throws {
             output = directory + "/stdout.txt"
             errors = directory + "/stderr.txt"
-            FileManager.default.createFile(atPath: output, contents: nil)
-            FileManager.default.createFile(atPath: errors, contents: nil)
+            _ = FileManager.default.createFile(atPath: output, contents: nil)
+            _ = FileManager.default.createFile(atPath: errors, contents: nil)
             process.executableURL = URL(fileURLWithPath: try AuthCommandLineTests.executable())
             process.arguments = arguments
             process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: output))

@@ -18,7 +18,7 @@ import Testing
             {"docs":[{"_id":"a","n":1},{"_id":"taken","n":2},{"n":3},{"_id":"taken","_rev":"\#(existing)","n":4}]}
             """#)
         #expect(status == 201)
-        let rows = try #require(try results.arrayValue)
+        let rows = try #require(results.arrayValue)
         #expect(rows.count == 4)
         #expect(rows[0]["ok"] == true && rows[0]["id"] == "a")
         #expect(rows[1] == ["id": "taken", "error": "conflict", "reason": "Document update conflict."])
@@ -80,7 +80,7 @@ import Testing
         #expect(descending["rows"]?[0]?["doc"]?["id"] == "d")
 
         let keyed = try server.json("POST", "/db/_all_docs?include_docs=true", body: #"{"keys":["e","nope","x"]}"#).json
-        let rows = try #require(try keyed["rows"]?.arrayValue)
+        let rows = try #require(keyed["rows"]?.arrayValue)
         #expect(rows[0]["id"] == "e")
         #expect(rows[1] == ["key": "nope", "error": "not_found"])
         #expect(rows[2]["value"]?["deleted"] == true)

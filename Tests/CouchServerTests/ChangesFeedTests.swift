@@ -17,7 +17,7 @@ import Testing
         _ = try server.put("db", "b", #"{"v":1}"#)
         _ = try server.put("db", "a", #"{"_rev":"\#(rev)","v":2}"#)
         let changes = try server.json("GET", "/db/_changes").json
-        let results = try #require(try changes["results"]?.arrayValue)
+        let results = try #require(changes["results"]?.arrayValue)
         #expect(results.map { $0["id"]?.stringValue } == ["b", "a"])
         #expect(results.map { $0["seq"]?.intValue } == [2, 3])
         #expect(changes["last_seq"] == 3)
@@ -81,7 +81,7 @@ import Testing
         var line = try connection.readLine(timeout: 5)
         while line == "" { line = try connection.readLine(timeout: 5) }
         #expect(Date().timeIntervalSince(started) < 1)
-        #expect(try JSONValue.parse(try #require(try line))["id"] == "after")
+        #expect(try JSONValue.parse(try #require(line))["id"] == "after")
         connection.close()
 
         let timed = try HTTPTestConnection(port: server.port)

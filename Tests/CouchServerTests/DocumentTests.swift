@@ -17,7 +17,7 @@ import Testing
         #expect(status == 201)
         #expect(created["ok"] == true)
         #expect(created["id"] == "doc")
-        let rev = try #require(try created["rev"]?.stringValue)
+        let rev = try #require(created["rev"]?.stringValue)
         #expect(rev.hasPrefix("1-") && rev.count == 34)
 
         let response = try server.request("GET", "/db/doc")
@@ -39,7 +39,7 @@ import Testing
         #expect(try server.json("DELETE", "/db/doc").status == 409)
         let (deleteStatus, deleted) = try server.json("DELETE", "/db/doc?rev=\(rev2)")
         #expect(deleteStatus == 200)
-        let rev3 = try #require(try deleted["rev"]?.stringValue)
+        let rev3 = try #require(deleted["rev"]?.stringValue)
         #expect(rev3.hasPrefix("3-"))
         #expect(try server.json("GET", "/db/doc").json == ["error": "not_found", "reason": "deleted"])
         #expect(try server.json("GET", "/db/doc?rev=\(rev3)").json["_deleted"] == true)
@@ -71,7 +71,7 @@ import Testing
         let rev = try server.put("db", "doc", "{}")
         let viaHeader = try server.json("PUT", "/db/doc", headers: [("If-Match", "\"\(rev)\"")], body: #"{"n":1}"#)
         #expect(viaHeader.status == 201)
-        let rev2 = try #require(try viaHeader.json["rev"]?.stringValue)
+        let rev2 = try #require(viaHeader.json["rev"]?.stringValue)
         let mismatch = try server.json("PUT", "/db/doc?rev=\(rev)", body: #"{"_rev":"\#(rev2)"}"#)
         #expect(mismatch.status == 400)
         #expect(try server.json("DELETE", "/db/doc", headers: [("If-Match", rev2)]).status == 200)
@@ -81,7 +81,7 @@ import Testing
         defer { server.stop() }
         let (status, json) = try server.json("POST", "/db", body: #"{"a":1}"#)
         #expect(status == 201)
-        let id = try #require(try json["id"]?.stringValue)
+        let id = try #require(json["id"]?.stringValue)
         #expect(id.count == 32)
         #expect(try server.json("GET", "/db/\(id)").json["a"] == 1)
         #expect(try server.json("POST", "/db", body: #"{"_id":"chosen"}"#).json["id"] == "chosen")
@@ -136,7 +136,7 @@ import Testing
         #expect(try server.json("POST", "/db/_bulk_docs", body: bulk).status == 201)
 
         let doc = try server.json("GET", "/db/doc?meta=true&revs=true").json
-        let winner = try #require(try doc["_rev"]?.stringValue)
+        let winner = try #require(doc["_rev"]?.stringValue)
         #expect([rev2, "2-aaaa"].max { RevisionID($0)! < RevisionID($1)! } == winner)
         #expect(doc["_conflicts"]?.arrayValue?.count == 1)
         #expect(doc["_deleted_conflicts"] == ["2-0000"])
@@ -160,7 +160,7 @@ import Testing
         #expect(copied["id"] == "target")
         #expect(try server.json("GET", "/db/target").json["v"] == 1)
         #expect(try server.json("COPY", "/db/source", headers: [("Destination", "target")]).status == 409)
-        let rev = try #require(try copied["rev"]?.stringValue)
+        let rev = try #require(copied["rev"]?.stringValue)
         #expect(try server.json("COPY", "/db/source", headers: [("Destination", "target?rev=\(rev)")]).status == 201)
         #expect(try server.json("COPY", "/db/source").status == 400)
     }

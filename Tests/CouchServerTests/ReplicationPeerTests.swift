@@ -35,7 +35,7 @@ import Testing
 
         // 6. The changes feed.
         let changes = try server.json("GET", "/source/_changes?style=all_docs&since=0&feed=normal").json
-        let rows = try #require(try changes["results"]?.arrayValue)
+        let rows = try #require(changes["results"]?.arrayValue)
         var revsByID = JSONObject()
         for row in rows {
             revsByID[row["id"]!.stringValue!] = .array(row["changes"]!.arrayValue!.map { $0["rev"]! })
@@ -55,8 +55,8 @@ import Testing
         let fetched = try server.json("POST", "/source/_bulk_get?revs=true&latest=true",
                                       body: JSONValue.object(["docs": .array(request)]).serializedString()).json
         var docs: [JSONValue] = []
-        for result in try #require(try fetched["results"]?.arrayValue) {
-            for entry in result["docs"]!.arrayValue! { docs.append(try #require(try entry["ok"])) }
+        for result in try #require(fetched["results"]?.arrayValue) {
+            for entry in result["docs"]!.arrayValue! { docs.append(try #require(entry["ok"])) }
         }
         #expect(docs.count == request.count)
         #expect(docs.allSatisfy { $0["_revisions"] != nil })
@@ -77,7 +77,7 @@ import Testing
         let commit = try server.json("POST", "/target/_ensure_full_commit", body: "")
         #expect(commit.status == 201)
         #expect(try commit.json["instance_start_time"] == server.json("GET", "/target").json["instance_start_time"])
-        let lastSeq = try #require(try changes["last_seq"])
+        let lastSeq = try #require(changes["last_seq"])
         let log = JSONValue.object([
             "session_id": "s1", "source_last_seq": lastSeq, "replication_id_version": 4,
             "history": [["session_id": "s1", "recorded_seq": lastSeq, "docs_written": JSONValue(docs.count)]],
@@ -124,7 +124,7 @@ import Testing
         let rev = try server.put("db", "here", #"{"x":1}"#)
         let result = try server.json("POST", "/db/_bulk_get",
                                      body: #"{"docs":[{"id":"here","rev":"\#(rev)"},{"id":"here","rev":"9-nope"},{"id":"absent"}]}"#).json
-        let results = try #require(try result["results"]?.arrayValue)
+        let results = try #require(result["results"]?.arrayValue)
         #expect(results[0]["docs"]?[0]?["ok"]?["x"] == 1)
         #expect(results[1]["docs"]?[0]?["error"]?["error"] == "not_found")
         #expect(results[1]["docs"]?[0]?["error"]?["rev"] == "9-nope")
@@ -143,8 +143,8 @@ struct MultipartParts {
     var bodies: [String] = []
 
     init(_ response: HTTPTestResponse) throws {
-        let contentType = try #require(try response.header("Content-Type"))
-        let boundary = try #require(try contentType.components(separatedBy: "boundary=\"").last?.dropLast())
+        let contentType = try #require(response.header("Content-Type"))
+        let boundary = try #require(contentType.components(separatedBy: "boundary=\"").last?.dropLast())
         let text = response.text
         for chunk in text.components(separatedBy: "--\(boundary)").dropFirst() where !chunk.hasPrefix("--") {
             let pieces = chunk.components(separatedBy: "\r\n\r\n")

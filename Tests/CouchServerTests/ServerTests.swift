@@ -10,7 +10,7 @@ import Testing
         #expect(welcome["couchdb"]?.stringValue == "Welcome")
         #expect(welcome["version"]?.stringValue?.hasPrefix("3.") == true)
         #expect(welcome["vendor"]?["name"]?.stringValue == "Couchette")
-        let uuid = try #require(try welcome["uuid"]?.stringValue)
+        let uuid = try #require(welcome["uuid"]?.stringValue)
         #expect(uuid.count == 32)
         server.stop(keepData: true)
 
