@@ -48,7 +48,10 @@ public final class Listener: @unchecked Sendable {
         }
         var options = couchette_mhd_options()
         options.flags = UInt32(MHD_USE_INTERNAL_POLLING_THREAD.rawValue | MHD_USE_EPOLL.rawValue
-            | MHD_ALLOW_SUSPEND_RESUME.rawValue | MHD_USE_TURBO.rawValue)
+            | MHD_ALLOW_SUSPEND_RESUME.rawValue | MHD_USE_TURBO.rawValue
+            // Couchette writes Date itself, after the response's own headers: some clients
+            // (python-couchdb) read a login's cookie from the first header, as CouchDB sends it.
+            | MHD_USE_SUPPRESS_DATE_NO_CLOCK.rawValue)
         options.port = UInt16(configuration.port)
         options.bind_address = address.s_addr
         options.thread_pool_size = UInt32(configuration.threadCount)
@@ -185,8 +188,10 @@ public final class Listener: @unchecked Sendable {
             connection.begin()
         }
         guard let mhdResponse else { return .NO }
-        for (name, value) in response.headers { MHD_add_response_header(mhdResponse, name, value) }
+        for (name, value) in response.headers where name == "Set-Cookie" { MHD_add_response_header(mhdResponse, name, value) }
+        for (name, value) in response.headers where name != "Set-Cookie" { MHD_add_response_header(mhdResponse, name, value) }
         MHD_add_response_header(mhdResponse, "Server", ServerInfo.serverHeader)
+        MHD_add_response_header(mhdResponse, "Date", HTTPDate.now())
         MHD_add_response_header(mhdResponse, "Cache-Control", "must-revalidate")
         if closing { MHD_add_response_header(mhdResponse, "Connection", "close") }
         let result = MHD_queue_response(state.connection, UInt32(response.status), mhdResponse)

@@ -91,6 +91,17 @@ import Testing
         #expect(try timed.readLine(timeout: 5) == nil)
     }
 
+    @Test func timeoutZeroEndsAContinuousFeedOnceCaughtUp() throws {
+        defer { server.stop() }
+        _ = try server.put("db", "one", "{}")
+        let started = Date()
+        let response = try server.request("GET", "/db/_changes?feed=continuous&timeout=0")
+        let lines = response.text.split(separator: "\n")
+        #expect(lines.count == 2)
+        #expect(try JSONValue.parse(String(lines[1]))["last_seq"] == 1)
+        #expect(Date().timeIntervalSince(started) < 2)
+    }
+
     @Test func longpollWaitsForTheNextChange() throws {
         defer { server.stop() }
         _ = try server.put("db", "one", "{}")

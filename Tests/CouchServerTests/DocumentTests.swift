@@ -54,6 +54,14 @@ import Testing
         #expect(info["update_seq"] == 4)
     }
 
+    @Test func batchOkAnswersAcceptedWithoutARevision() throws {
+        defer { server.stop() }
+        let (status, json) = try server.json("PUT", "/db/batched?batch=ok", body: #"{"v":1}"#)
+        #expect(status == 202)
+        #expect(json == ["ok": true, "id": "batched"])
+        #expect(try server.json("GET", "/db/batched").json["v"] == 1)
+    }
+
     @Test func revisionIDsAreDeterministic() throws {
         defer { server.stop() }
         let other = try TestServer()

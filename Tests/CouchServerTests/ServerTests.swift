@@ -57,3 +57,18 @@ import Testing
         #expect(response.header("Server")?.contains("CouchDB/3") == true)
     }
 }
+
+@Suite struct HeaderOrderTests {
+    /// python-couchdb reads a login's cookie from the first header of the answer, where
+    /// CouchDB puts it; `Date` and the server's own headers come after.
+    @Test func loginCookieIsTheFirstHeader() throws {
+        let server = try TestServer()
+        defer { server.stop() }
+        let user = #"{"name":"foo","password":"secret","roles":[],"type":"user"}"#
+        #expect(try server.request("PUT", "/_users/org.couchdb.user:foo", body: user).status == 201)
+        let login = try server.request("POST", "/_session", body: #"{"name":"foo","password":"secret"}"#)
+        #expect(login.status == 200)
+        #expect(login.headers.first?.name == "Set-Cookie")
+        #expect(login.header("Date")?.hasSuffix(" GMT") == true)
+    }
+}

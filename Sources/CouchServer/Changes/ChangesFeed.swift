@@ -58,6 +58,8 @@ final class ChangesFeed: ResponseStream, @unchecked Sendable {
             }
         } else {
             let timeout = options.timeout
+            // timeout=0: end as soon as the feed has caught up.
+            if timeout == 0 { lock.withLock { timedOut = true } }
             timer = FeedTimer(every: max(10, timeout / 4)) { [weak self] in
                 if self?.checkTimeout(timeout) == true { wake() }
             }

@@ -53,7 +53,8 @@ struct ChangesOptions: Sendable {
             }
         }
         if let value = try context.intOption("timeout") {
-            guard value > 0 else { throw CouchError.badRequest("Invalid timeout value.") }
+            // 0 is allowed: the feed ends as soon as it is caught up.
+            guard value >= 0 else { throw CouchError.badRequest("Invalid timeout value.") }
             timeout = value
         }
         filter = try Self.filter(context, body: body)

@@ -135,9 +135,13 @@ enum DocumentRoutes {
     }
 
     static func written(_ context: RouteContext, id: DocumentID, revision: RevisionID) -> HTTPResponse {
-        let accepted = context.request.queryValue("batch") == "ok"
-        return .json(accepted ? 202 : 201, DocumentJSON.writeResult(id: id, revision: revision),
-                     headers: [("ETag", "\"\(revision)\""),
-                               ("Location", "/\(context.endpoint.databaseName?.rawValue ?? "")/\(id.rawValue)")])
+        let location = ("Location", "/\(context.endpoint.databaseName?.rawValue ?? "")/\(id.rawValue)")
+        // `batch=ok` is answered as CouchDB answers it: 202 and no revision. Couchette still
+        // writes before answering, so the write is as durable as any other.
+        if context.request.queryValue("batch") == "ok" {
+            return .json(202, ["ok": true, "id": JSONValue(id.rawValue)], headers: [location])
+        }
+        return .json(201, DocumentJSON.writeResult(id: id, revision: revision),
+                     headers: [("ETag", "\"\(revision)\""), location])
     }
 }
