@@ -90,6 +90,9 @@ public final class RemoteEndpoint: DatabaseEndpoint, @unchecked Sendable {
                 throw ReplicationError(.stopped, "stopped")
             } catch .cannotConnect(let message) {
                 failure = ReplicationError(.peerUnreachable, "\(method) \(shownURL) failed: \(message)")
+            } catch .tls(let message) {
+                // A certificate that cannot be trusted will not become trustworthy by retrying.
+                throw ReplicationError(.forbidden, "\(method) \(shownURL) failed: TLS: \(message)")
             } catch {
                 failure = ReplicationError(.requestFailed, "\(method) \(shownURL) failed: \(error)")
             }
