@@ -59,7 +59,7 @@ let package = Package(
         .testTarget(name: "CouchStoreTests", dependencies: ["CouchStore", "CouchCore", "CouchTestSupport"]),
         .testTarget(name: "CouchReplicationTests", dependencies: [
             "CouchReplication", "CurlClient", "CouchServer", "CouchStore", "CouchCore", "CouchTestSupport",
-        ]),
+        ], exclude: ["Support/tls_proxy.py"]),
         .testTarget(name: "CouchServerTests", dependencies: ["CouchServer", "CouchCore", "CouchTestSupport"]),
     ],
     swiftLanguageModes: [.v6]
