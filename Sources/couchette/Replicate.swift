@@ -93,12 +93,7 @@ struct Replicate: ParsableCommand {
     }
 
     func run() throws {
-        let level = Logger.Level(rawValue: logLevel) ?? .warning
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
-        }
+        StandardErrorLogging.bootstrap(level: Logger.Level(rawValue: logLevel) ?? .warning)
         let settings: ReplicationSettings
         do {
             settings = try ReplicationSettings(json: try body())

@@ -73,12 +73,7 @@ struct Serve: ParsableCommand {
     }
 
     func run() throws {
-        let level = Logger.Level(rawValue: logLevel) ?? .info
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
-        }
+        StandardErrorLogging.bootstrap(level: Logger.Level(rawValue: logLevel) ?? .info)
         let logger = Logger(label: "couchette")
         let configuration = try serverConfiguration(logger: logger)
         let databases = try DatabaseManager(directory: dataDirectory)
