@@ -23,8 +23,10 @@ public struct DocumentEdit: Sendable {
     /// Members CouchDB accepts and ignores on input (they only appear in its output).
     static let ignoredSpecialMembers: Set<String> = ["_revs_info", "_conflicts", "_deleted_conflicts", "_local_seq"]
 
-    /// Reads a document object, after CouchDB's `couch_doc:transfer_fields`.
-    public init(json: JSONValue) throws(CouchError) {
+    /// Reads a document object, after CouchDB's `couch_doc:transfer_fields`. In a
+    /// replicator database (`keepingReplicationFields`) the `_replication_*` members the
+    /// replicator writes are kept in the body, as CouchDB keeps them.
+    public init(json: JSONValue, keepingReplicationFields: Bool = false) throws(CouchError) {
         guard let object = json.objectValue else {
             throw CouchError(.badRequest, "Document must be a JSON object")
         }
@@ -56,11 +58,14 @@ public struct DocumentEdit: Sendable {
                 attachments = attachmentObject
             default:
                 if Self.ignoredSpecialMembers.contains(key) { continue }
+                if keepingReplicationFields, key.hasPrefix("_replication_") { continue }
                 throw CouchError(.documentValidation, "Bad special document member: \(key)")
             }
         }
         // The parser's keys are unique already: keep its order, drop the special members.
-        let body = object.filter { $0.key.utf8.first != UInt8(ascii: "_") }
+        let body = object.filter {
+            $0.key.utf8.first != UInt8(ascii: "_") || (keepingReplicationFields && $0.key.hasPrefix("_replication_"))
+        }
         self.init(id: id, revision: revision, isDeleted: isDeleted, history: history,
                   attachments: attachments, body: body)
     }

@@ -12,6 +12,10 @@ public final class CouchServer: RequestHandler {
     let accessControl: AccessControl
     /// The replications started with `POST /_replicate`, listed by `GET /_active_tasks`.
     public let replications: ReplicationManager
+    /// Owns every job (from `_replicate` and `_replicator` documents): `_scheduler/jobs`.
+    public let scheduler: ReplicationScheduler
+    /// Watches the replicator databases: `_scheduler/docs`.
+    public let replicatorDatabase: ReplicatorDatabase
     let logger = Logger(label: "couchette.server")
 
     /// A server for `databases`, its admins (stored hashed) and session secret kept in
@@ -21,6 +25,16 @@ public final class CouchServer: RequestHandler {
         self.configuration = configuration
         accessControl = try AccessControl(configuration: configuration, databases: databases)
         replications = ReplicationManager(serverUUID: databases.serverUUID, databases: databases)
+        scheduler = ReplicationScheduler(manager: replications, configuration: configuration.replicator)
+        replicatorDatabase = ReplicatorDatabase(databases: databases, scheduler: scheduler)
+        replicatorDatabase.start()
+    }
+
+    /// Stops every replication (each writes a last checkpoint); `_replicator` documents
+    /// keep their state, so their jobs resume when a server starts on this data again.
+    public func shutdown() {
+        replicatorDatabase.stop()
+        scheduler.shutdown()
     }
 
     /// CouchDB's defaults: an admin party on loopback, unless admins were stored before.

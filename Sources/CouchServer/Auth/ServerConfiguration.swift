@@ -1,4 +1,5 @@
 import CouchCore
+import CouchReplication
 
 /// Everything a server can be told, in one place: the listener (address, port, threads
 /// and connection limits), document size, authentication and CORS. Filled from defaults
@@ -12,6 +13,8 @@ public struct ServerConfiguration: Sendable {
     public var maximumDocumentSize = 8_000_000
     public var authentication = AuthenticationConfiguration()
     public var cors = CORSConfiguration()
+    /// CouchDB's `[replicator]` `max_jobs`, `interval` (ms) and `max_churn`.
+    public var replicator = ReplicationScheduler.Configuration()
 
     public init() {}
 
@@ -26,6 +29,9 @@ public struct ServerConfiguration: Sendable {
         guard authentication.iterations > 0 else { throw ConfigurationError("iterations must be positive") }
         guard authentication.sessionTimeout > 0 else { throw ConfigurationError("the session timeout must be positive") }
         guard maximumDocumentSize > 0 else { throw ConfigurationError("max_document_size must be positive") }
+        guard replicator.maxJobs >= 0, replicator.maxChurn >= 0, replicator.intervalMilliseconds > 0 else {
+            throw ConfigurationError("[replicator] max_jobs and max_churn must not be negative, interval must be positive")
+        }
     }
 }
 
@@ -127,6 +133,9 @@ extension ServerConfiguration {
         if let seconds = try int("idle_timeout", "couchette") { listener.idleTimeoutSeconds = seconds }
         if let size = try int("max_url_length", "couchette") { listener.maximumURLLength = size }
         if let size = try int("max_header_size", "couchette") { listener.maximumHeaderSize = size }
+        if let jobs = try int("max_jobs", "replicator") { replicator.maxJobs = jobs }
+        if let interval = try int("interval", "replicator") { replicator.intervalMilliseconds = interval }
+        if let churn = try int("max_churn", "replicator") { replicator.maxChurn = churn }
 
         if let text = file.value("default_security", in: "couchdb") {
             switch text {

@@ -16,7 +16,7 @@ enum BulkDocumentsRoute {
             newEdits = flag
         }
         let edits = try docs.map { json throws -> DocumentEdit in
-            var edit = try DocumentEdit(json: json)
+            var edit = try DocumentEdit(json: json, keepingReplicationFields: context.endpoint.databaseName?.isReplicator ?? false)
             if edit.id == nil, newEdits { edit.id = DocumentID(Digest.randomHex(bytes: 16)) }
             return edit
         }

@@ -10,7 +10,13 @@ enum DocumentRoutes {
             return try OpenRevisionsResponse.make(context, database: database, id: id)
         }
         let options = try DocumentRenderOptions(context, store: database.attachments)
-        let snapshot = try database.document(id, revision: try context.revisionOption())
+        var snapshot = try database.document(id, revision: try context.revisionOption())
+        if database.name.isReplicator {
+            let isAdmin = try context.databaseAccessForWrites().isAdmin || context.user.isServerAdmin
+            snapshot = DocumentSnapshot(record: snapshot.record,
+                                        revision: ReplicatorDatabaseRules.readable(snapshot.revision, user: context.user,
+                                                                                   isAdmin: isAdmin))
+        }
         let etag = "\"\(snapshot.revision.revision)\""
         if context.request.header("if-none-match") == etag {
             return HTTPResponse(status: 304, headers: [("ETag", etag)])
@@ -37,7 +43,7 @@ enum DocumentRoutes {
         } else {
             json = try context.jsonBody()
         }
-        var edit = try DocumentEdit(json: json)
+        var edit = try DocumentEdit(json: json, keepingReplicationFields: context.endpoint.databaseName?.isReplicator ?? false)
         edit.id = id
         edit.revision = try reconcileRevision(body: edit.revision, request: try context.revisionOption())
         let newEdits = try context.boolOption("new_edits", default: true)
@@ -77,7 +83,8 @@ enum DocumentRoutes {
 
     static func postDocument(_ context: RouteContext) throws -> HTTPResponse {
         try context.requireJSONContentType()
-        var edit = try DocumentEdit(json: try context.jsonBody())
+        var edit = try DocumentEdit(json: try context.jsonBody(),
+                                    keepingReplicationFields: context.endpoint.databaseName?.isReplicator ?? false)
         let id = edit.id ?? DocumentID(Digest.randomHex(bytes: 16))
         edit.id = id
         let database = try context.database()
