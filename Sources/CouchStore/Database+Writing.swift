@@ -148,7 +148,9 @@ extension Database {
         let attachmentList: [AttachmentInfo]
         if newEdits {
             let parent = try parentRevision(for: edit, tree: tree)
-            let generation = (parent?.generation ?? 0) + 1
+            // A replicated revision may carry any generation: the next one must not trap.
+            let (generation, overflow) = (parent?.generation ?? 0).addingReportingOverflow(1)
+            guard !overflow else { throw CouchError.badRequest("Revision generation too large") }
             let candidates = parent.map { [$0] } ?? []
             attachmentList = try resolve(prepared, id: id, generation: generation, newEdits: true,
                                          ancestors: candidates, record: record, connection: connection)
