@@ -51,7 +51,7 @@ import Testing
         #expect(rev4.hasPrefix("4-"))
         let info = try server.json("GET", "/db").json
         #expect(info["doc_count"] == 1)
-        #expect(info["update_seq"] == 4)
+        #expect(sequenceNumber(info["update_seq"]) == 4)
     }
 
     @Test func batchOkAnswersAcceptedWithoutARevision() throws {
@@ -122,7 +122,7 @@ import Testing
         }
         // Nothing was written by any of them.
         #expect(try server.json("GET", "/db").json["doc_count"] == 0)
-        #expect(try server.json("GET", "/db").json["update_seq"] == 0)
+        #expect(sequenceNumber(try server.json("GET", "/db").json["update_seq"]) == 0)
     }
 
     @Test func idsWithSlashesUnicodeAndDesignDocuments() throws {
@@ -150,7 +150,7 @@ import Testing
         #expect([rev2, "2-aaaa"].max { RevisionID($0)! < RevisionID($1)! } == winner)
         #expect(doc["_conflicts"]?.arrayValue?.count == 1)
         #expect(doc["_deleted_conflicts"] == ["2-0000"])
-        #expect(try doc["_local_seq"] == server.json("GET", "/db").json["update_seq"])
+        #expect(try doc["_local_seq"]?.intValue == sequenceNumber(server.json("GET", "/db").json["update_seq"]))
         #expect(doc["_revisions"]?["start"] == 2)
         #expect(doc["_revs_info"]?.arrayValue?.map { $0["status"]?.stringValue } == ["available", "available"])
 
@@ -185,7 +185,7 @@ import Testing
         #expect(try server.json("PUT", "/db/_local%2Fcp=1._x", body: #"{"_rev":"0-1","x":2}"#).json["rev"] == "0-2")
         #expect(try server.json("GET", "/db/_all_docs").json["rows"] == [])
         #expect(try server.json("GET", "/db/_changes").json["results"] == [])
-        #expect(try server.json("GET", "/db").json["update_seq"] == 0)
+        #expect(sequenceNumber(try server.json("GET", "/db").json["update_seq"]) == 0)
         #expect(try server.json("DELETE", "/db/_local/cp=1._x?rev=0-2").status == 200)
         #expect(try server.json("GET", "/db/_local/cp=1._x").status == 404)
     }
