@@ -67,13 +67,10 @@ struct ChangesOptions: Sendable {
     /// Sequences are integers; clients may send them as numbers, strings, or CouchDB's
     /// `N-opaque` form, of which the leading number is ours.
     static func sequence(from raw: String) throws(CouchError) -> Int {
-        var text = Substring(raw)
-        if text.first == "\"" && text.last == "\"" && text.count >= 2 { text = text.dropFirst().dropLast() }
-        let digits = text.prefix { $0.isASCII && $0.isNumber }
-        guard !digits.isEmpty, let value = Int(digits) else {
+        guard let sequence = UpdateSequence(parsing: raw) else {
             throw CouchError.badRequest("Malformed sequence supplied in 'since' parameter.")
         }
-        return value
+        return sequence.number
     }
 
     private static func filter(_ context: RouteContext, body: JSONObject?) throws -> ChangeFilter? {
