@@ -77,7 +77,7 @@ final class LocalChangeStream: ChangeStream, @unchecked Sendable {
         lock.withLock {
             if !request.continuous {
                 finished = true
-                return .event(.lastSequence(SourceSequence(JSONValue(since))))
+                return .event(.lastSequence(SourceSequence(UpdateSequence(since).json)))
             }
             if !reportedCaughtUp {
                 reportedCaughtUp = true
@@ -85,7 +85,7 @@ final class LocalChangeStream: ChangeStream, @unchecked Sendable {
                     // Filtered rows moved the feed on: let the checkpoint follow.
                     lastEmitted = position
                     buffer.append(.caughtUp)
-                    return .event(.lastSequence(SourceSequence(JSONValue(position))))
+                    return .event(.lastSequence(SourceSequence(UpdateSequence(position).json)))
                 }
                 return .event(.caughtUp)
             }
@@ -126,7 +126,7 @@ final class LocalChangeStream: ChangeStream, @unchecked Sendable {
                 let events = rows.compactMap { row -> ChangeEvent? in
                     guard filter?.accepts(row) ?? true else { return nil }
                     let revisions = request.allLeaves ? (row.tree?.leaves.map(\.revision) ?? [row.winner]) : [row.winner]
-                    return .change(Change(sequence: SourceSequence(JSONValue(row.sequence)), id: row.id,
+                    return .change(Change(sequence: SourceSequence(UpdateSequence(row.sequence).json), id: row.id,
                                           revisions: revisions, isDeleted: row.isDeleted))
                 }
                 lock.withLock {

@@ -114,3 +114,10 @@ enum TestLogging {
         }
     }()
 }
+
+/// The number of a sequence as the server writes it (`"12-g2wA..."`): nil unless it is
+/// CouchDB 3's string form, so tests also check the form.
+public func sequenceNumber(_ value: JSONValue?) -> Int? {
+    guard let text = value?.stringValue, text.contains("-") else { return nil }
+    return UpdateSequence(parsing: text)?.number
+}

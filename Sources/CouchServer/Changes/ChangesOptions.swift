@@ -23,6 +23,9 @@ struct ChangesOptions: Sendable {
     var attachments = AttachmentRenderOptions()
 
     static let defaultHeartbeat = 60_000
+    /// Heartbeats and timeouts are clamped here (Erlang's timer limit, 2^32 - 1 ms, ~49 days)
+    /// so that the client's number never reaches timer arithmetic that could overflow.
+    static let longestWait = 4_294_967_295
 
     init(_ context: RouteContext, body: JSONObject?) throws {
         let request = context.request
@@ -49,13 +52,13 @@ struct ChangesOptions: Sendable {
                 heartbeat = Self.defaultHeartbeat
             } else if raw != "false" {
                 guard let value = Int(raw), value > 0 else { throw CouchError.badRequest("Invalid heartbeat value. Expecting a positive integer value (or `true`).") }
-                heartbeat = value
+                heartbeat = min(value, Self.longestWait)
             }
         }
         if let value = try context.intOption("timeout") {
             // 0 is allowed: the feed ends as soon as it is caught up.
             guard value >= 0 else { throw CouchError.badRequest("Invalid timeout value.") }
-            timeout = value
+            timeout = min(value, Self.longestWait)
         }
         filter = try Self.filter(context, body: body)
         attachments = try AttachmentRenderOptions(context, store: try context.database().attachments)
@@ -64,13 +67,10 @@ struct ChangesOptions: Sendable {
     /// Sequences are integers; clients may send them as numbers, strings, or CouchDB's
     /// `N-opaque` form, of which the leading number is ours.
     static func sequence(from raw: String) throws(CouchError) -> Int {
-        var text = Substring(raw)
-        if text.first == "\"" && text.last == "\"" && text.count >= 2 { text = text.dropFirst().dropLast() }
-        let digits = text.prefix { $0.isASCII && $0.isNumber }
-        guard !digits.isEmpty, let value = Int(digits) else {
+        guard let sequence = UpdateSequence(parsing: raw) else {
             throw CouchError.badRequest("Malformed sequence supplied in 'since' parameter.")
         }
-        return value
+        return sequence.number
     }
 
     private static func filter(_ context: RouteContext, body: JSONObject?) throws -> ChangeFilter? {

@@ -8,8 +8,8 @@ enum DatabaseRoutes {
         let info = try context.database().info()
         return .json(200, [
             "db_name": JSONValue(info.name.rawValue),
-            "purge_seq": 0,
-            "update_seq": JSONValue(info.updateSequence),
+            "purge_seq": UpdateSequence(0).json,
+            "update_seq": UpdateSequence(info.updateSequence).json,
             "sizes": ["file": JSONValue(info.fileSize), "external": JSONValue(info.externalSize),
                       "active": JSONValue(info.activeSize)],
             "props": [:],

@@ -43,7 +43,7 @@ enum DocumentRoutes {
         } else {
             json = try context.jsonBody()
         }
-        var edit = try DocumentEdit(json: json, keepingReplicationFields: context.endpoint.databaseName?.isReplicator ?? false)
+        var edit = try DocumentEdit(json: json)
         edit.id = id
         edit.revision = try reconcileRevision(body: edit.revision, request: try context.revisionOption())
         let newEdits = try context.boolOption("new_edits", default: true)
@@ -83,8 +83,7 @@ enum DocumentRoutes {
 
     static func postDocument(_ context: RouteContext) throws -> HTTPResponse {
         try context.requireJSONContentType()
-        var edit = try DocumentEdit(json: try context.jsonBody(),
-                                    keepingReplicationFields: context.endpoint.databaseName?.isReplicator ?? false)
+        var edit = try DocumentEdit(json: try context.jsonBody())
         let id = edit.id ?? DocumentID(Digest.randomHex(bytes: 16))
         edit.id = id
         let database = try context.database()
