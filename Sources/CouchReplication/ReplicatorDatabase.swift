@@ -178,9 +178,52 @@ public final class ReplicatorDatabase: @unchecked Sendable {
             state.info = written == "completed"
                 ? (body["_replication_stats"] ?? .null)
                 : ["error": body["_replication_state_reason"] ?? .null]
+            if written == "completed", let interval = Self.interval(body) {
+                scheduleRun(key, body: body, definition: definition, interval: interval, state: &state)
+            }
             lock.withLock { documents[key] = state }
             return
         }
+        run(key, body: body, definition: definition, state: state)
+    }
+
+    /// Couchette's `interval` (seconds): a one-shot replication that runs again that long
+    /// after it completed, also across restarts (counted from `_replication_state_time`).
+    static func interval(_ body: JSONObject) -> Double? {
+        guard body["continuous"]?.boolValue != true, let seconds = body["interval"]?.doubleValue,
+              seconds > 0, seconds.isFinite else { return nil }
+        return seconds
+    }
+
+    private func scheduleRun(_ key: Key, body: JSONObject, definition: String, interval: Double,
+                             state: inout DocumentState) {
+        let completedAt = body["_replication_state_time"]?.stringValue.flatMap(ISO8601.date) ?? Date()
+        let next = max(Date(), completedAt.addingTimeInterval(interval))
+        if case .object(var info) = state.info {
+            info["next_run"] = JSONValue(ISO8601.string(next))
+            state.info = .object(info)
+        } else {
+            state.info = ["next_run": JSONValue(ISO8601.string(next))]
+        }
+        let delay = UInt64(max(0, next.timeIntervalSinceNow) * 1_000_000_000)
+        ReplicationTasks.task { [weak self] in
+            try? await Task.sleep(nanoseconds: delay)
+            guard let self else { return }
+            let due = self.lock.withLock { () -> Bool in
+                guard !self.stopped, let current = self.documents[key] else { return false }
+                return current.definition == definition && current.jobID == nil && current.state == "completed"
+            }
+            if due {
+                var state = DocumentState(jobID: nil, definition: definition, state: "initializing")
+                state.source = body["source"].map(Self.displayName)
+                state.target = body["target"].map(Self.displayName)
+                self.run(key, body: body, definition: definition, state: state)
+            }
+        }
+    }
+
+    private func run(_ key: Key, body: JSONObject, definition: String, state: DocumentState) {
+        var state = state
         let settings: ReplicationSettings
         do {
             settings = try ReplicationDocument.settings(body)
@@ -193,6 +236,12 @@ public final class ReplicatorDatabase: @unchecked Sendable {
         }
         state.source = settings.source.displayName
         state.target = settings.target.displayName
+        // Couchette's `suspended`: the job waits, its checkpoint kept, until the field is cleared.
+        if body["suspended"]?.boolValue == true {
+            state.state = "suspended"
+            lock.withLock { documents[key] = state }
+            return
+        }
         lock.withLock { documents[key] = state }
         ReplicationTasks.task { [weak self] in
             guard let self else { return }
@@ -270,7 +319,7 @@ public final class ReplicatorDatabase: @unchecked Sendable {
         for _ in 0..<5 {
             guard let snapshot = try? database.document(key.id),
                   var body = (try? JSONValue.parse(snapshot.revision.body))?.objectValue else { return }
-            if body["_replication_state"]?.stringValue != state {
+            if body["_replication_state"]?.stringValue != state || Self.interval(body) != nil {
                 body["_replication_state"] = JSONValue(state)
                 body["_replication_state_time"] = JSONValue(ISO8601.string(Date()))
             }
