@@ -24,6 +24,9 @@ public struct ServerConfiguration: Sendable {
     public func validate() throws(ConfigurationError) {
         try cors.validate()
         guard authentication.iterations > 0 else { throw ConfigurationError("iterations must be positive") }
+        guard authentication.minimumIterations > 0, authentication.minimumIterations <= authentication.maximumIterations else {
+            throw ConfigurationError("min_iterations must be positive and at most max_iterations")
+        }
         guard authentication.sessionTimeout > 0 else { throw ConfigurationError("the session timeout must be positive") }
         guard maximumDocumentSize > 0 else { throw ConfigurationError("max_document_size must be positive") }
     }
@@ -37,6 +40,10 @@ public struct AuthenticationConfiguration: Sendable {
     /// PBKDF2-SHA256 iterations for new password hashes (`[chttpd_auth] iterations`;
     /// CouchDB 3.4's default). Tests may lower it.
     public var iterations = 600_000
+    /// The iterations a stored hash may have for a login to be tried (`min_iterations`,
+    /// `max_iterations`; CouchDB's defaults).
+    public var minimumIterations = 1
+    public var maximumIterations = 1_000_000_000
     /// Seconds an `AuthSession` cookie lives (`[chttpd_auth] timeout`).
     public var sessionTimeout = 600
     /// Whether cookies carry `Max-Age`/`Expires` (`allow_persistent_cookies`).
@@ -140,6 +147,8 @@ extension ServerConfiguration {
         }
         if let seconds = try int("timeout", auth[0], auth[1]) { authentication.sessionTimeout = seconds }
         if let count = try int("iterations", auth[0], auth[1]) { authentication.iterations = count }
+        if let count = try int("min_iterations", auth[0], auth[1]) { authentication.minimumIterations = count }
+        if let count = try int("max_iterations", auth[0], auth[1]) { authentication.maximumIterations = count }
         if let persistent = try bool("allow_persistent_cookies", auth[0], auth[1]) {
             authentication.allowPersistentCookies = persistent
         }
