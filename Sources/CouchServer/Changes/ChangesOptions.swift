@@ -35,7 +35,10 @@ struct ChangesOptions: Sendable {
             }
             feed = parsed
         }
-        if let raw = request.queryValue("since") {
+        // A browser's EventSource reconnecting sends `Last-Event-ID`: for an eventsource feed
+        // CouchDB takes it as `since`, before the query; `last-event-id` in the query is `since` too.
+        let lastEventID = feed == .eventsource ? request.header("last-event-id") : nil
+        if let raw = lastEventID ?? request.queryValue("last-event-id") ?? request.queryValue("since") {
             if raw == "now" { sinceNow = true } else { since = try Self.sequence(from: raw) }
         }
         limit = try context.nonNegativeIntOption("limit")
