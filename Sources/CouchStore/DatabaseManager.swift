@@ -10,6 +10,19 @@ public final class DatabaseManager: @unchecked Sendable {
     public let serverUUID: String
     private let lock = NSLock()
     private var open: [DatabaseName: Database] = [:]
+    private var installedValidator: DocumentValidator?
+    /// Checks every write to every database (design documents' validation functions, as
+    /// the server wires it); applies to databases already open and to those opened later.
+    public var validator: DocumentValidator? {
+        get { lock.withLock { installedValidator } }
+        set {
+            let databases = lock.withLock {
+                installedValidator = newValue
+                return Array(open.values)
+            }
+            for database in databases { database.validator = newValue }
+        }
+    }
     private let logger = Logger(label: "couchette.store")
     static let fileExtension = ".couch"
 
@@ -55,6 +68,7 @@ public final class DatabaseManager: @unchecked Sendable {
         let path = path(for: name)
         if open[name] != nil || FileManager.default.fileExists(atPath: path) { throw CouchError.databaseExists }
         let database = try Database(name: name, path: path, create: true)
+        database.validator = installedValidator
         open[name] = database
         logger.info("created database \(name)")
         return database
@@ -68,6 +82,7 @@ public final class DatabaseManager: @unchecked Sendable {
         let path = path(for: name)
         guard FileManager.default.fileExists(atPath: path) else { throw CouchError.databaseMissing }
         let database = try Database(name: name, path: path, create: false)
+        database.validator = installedValidator
         open[name] = database
         return database
     }

@@ -1,4 +1,5 @@
 import CouchCore
+import CouchFunctions
 
 /// Everything a server can be told, in one place: the listener (address, port, threads
 /// and connection limits), document size, authentication and CORS. Filled from defaults
@@ -12,6 +13,9 @@ public struct ServerConfiguration: Sendable {
     public var maximumDocumentSize = 8_000_000
     public var authentication = AuthenticationConfiguration()
     public var cors = CORSConfiguration()
+    /// Design-document functions' limits: `[query_server_config] os_process_timeout`
+    /// (milliseconds in the file, 5000) and `[couchette] function_memory_limit` (bytes of heap).
+    public var functions = FunctionLimits()
 
     public init() {}
 
@@ -134,6 +138,14 @@ extension ServerConfiguration {
         if let seconds = try int("idle_timeout", "couchette") { listener.idleTimeoutSeconds = seconds }
         if let size = try int("max_url_length", "couchette") { listener.maximumURLLength = size }
         if let size = try int("max_header_size", "couchette") { listener.maximumHeaderSize = size }
+        if let milliseconds = try int("os_process_timeout", "query_server_config") {
+            guard milliseconds > 0 else { throw ConfigurationError("os_process_timeout must be positive") }
+            functions.timeout = Double(milliseconds) / 1000
+        }
+        if let bytes = try int("function_memory_limit", "couchette") {
+            guard bytes >= 16 * 1024 * 1024 else { throw ConfigurationError("function_memory_limit must be at least 16777216") }
+            functions.memory = bytes
+        }
 
         if let text = file.value("default_security", in: "couchdb") {
             switch text {

@@ -69,7 +69,7 @@ enum DocumentRoutes {
         edit.revision = try reconcileRevision(body: edit.revision, request: try context.revisionOption())
         let newEdits = try context.boolOption("new_edits", default: true)
         edit = try context.authorizedEdit(edit, in: database, newEdits: newEdits)
-        let revision = try database.bulkUpdate([edit], newEdits: newEdits, following: following)[0].get()
+        let revision = try database.bulkUpdate([edit], newEdits: newEdits, following: following, as: context.user)[0].get()
         return written(context, id: id, revision: revision)
     }
 
@@ -109,7 +109,7 @@ enum DocumentRoutes {
         edit.id = id
         let database = try context.database()
         edit = try context.authorizedEdit(edit, in: database)
-        let revision = try database.update(edit)
+        let revision = try database.update(edit, as: context.user)
         return written(context, id: id, revision: revision)
     }
 
@@ -120,7 +120,7 @@ enum DocumentRoutes {
         _ = try database.document(id)
         let edit = try context.authorizedEdit(DocumentEdit(id: id, revision: try context.revisionOption(), isDeleted: true),
                                               in: database)
-        let revision = try database.update(edit)
+        let revision = try database.update(edit, as: context.user)
         return .json(200, DocumentJSON.writeResult(id: id, revision: revision),
                      headers: [("ETag", "\"\(revision)\"")])
     }
@@ -148,7 +148,7 @@ enum DocumentRoutes {
         }
         let edit = try context.authorizedEdit(DocumentEdit(id: targetID, revision: destinationRevision, body: body),
                                               in: database)
-        let revision = try database.update(edit, keeping: source.revision.attachments)
+        let revision = try database.update(edit, keeping: source.revision.attachments, as: context.user)
         return .json(201, DocumentJSON.writeResult(id: targetID, revision: revision),
                      headers: [location(context, id: targetID), ("ETag", "\"\(revision)\"")])
     }
