@@ -17,6 +17,10 @@ enum RouteTable {
         .server(.session): [.GET: SessionRoutes.getSession, .POST: SessionRoutes.postSession, .DELETE: SessionRoutes.deleteSession],
         .server(.replicate): [.POST: ReplicateRoute.postReplicate],
         .server(.activeTasks): [.GET: ActiveTasksRoute.getActiveTasks],
+        .scheduler(.jobs): [.GET: SchedulerRoutes.getJobs],
+        .scheduler(.job): [.GET: SchedulerRoutes.getJob],
+        .scheduler(.documents): [.GET: SchedulerRoutes.getDocuments],
+        .scheduler(.document): [.GET: SchedulerRoutes.getDocument],
 
         .database: [
             .GET: DatabaseRoutes.getDatabase,

@@ -25,6 +25,13 @@ public final class DatabaseManager: @unchecked Sendable {
     }
     private let logger = Logger(label: "couchette.store")
     static let fileExtension = ".couch"
+    private var creationObservers: [@Sendable (Database) -> Void] = []
+
+    /// Calls `observer` with every database created from now on (the replicator watches
+    /// new `*/_replicator` databases), on the creating thread, after the creation.
+    public func observeCreations(_ observer: @escaping @Sendable (Database) -> Void) {
+        lock.withLock { creationObservers.append(observer) }
+    }
 
     public init(directory: String) throws {
         self.directory = directory
@@ -64,13 +71,24 @@ public final class DatabaseManager: @unchecked Sendable {
 
     public func create(_ name: DatabaseName) throws -> Database {
         lock.lock()
-        defer { lock.unlock() }
         let path = path(for: name)
-        if open[name] != nil || FileManager.default.fileExists(atPath: path) { throw CouchError.databaseExists }
-        let database = try Database(name: name, path: path, create: true)
+        if open[name] != nil || FileManager.default.fileExists(atPath: path) {
+            lock.unlock()
+            throw CouchError.databaseExists
+        }
+        let database: Database
+        do {
+            database = try Database(name: name, path: path, create: true)
+        } catch {
+            lock.unlock()
+            throw error
+        }
         database.validator = installedValidator
         open[name] = database
+        let observers = creationObservers
+        lock.unlock()
         logger.info("created database \(name)")
+        observers.forEach { $0(database) }
         return database
     }
 

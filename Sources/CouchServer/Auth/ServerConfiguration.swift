@@ -1,5 +1,6 @@
 import CouchCore
 import CouchFunctions
+import CouchReplication
 
 /// Everything a server can be told, in one place: the listener (address, port, threads
 /// and connection limits), document size, authentication and CORS. Filled from defaults
@@ -16,6 +17,8 @@ public struct ServerConfiguration: Sendable {
     /// Design-document functions' limits: `[query_server_config] os_process_timeout`
     /// (milliseconds in the file, 5000) and `[couchette] function_memory_limit` (bytes of heap).
     public var functions = FunctionLimits()
+    /// CouchDB's `[replicator]` `max_jobs`, `interval` (ms) and `max_churn`.
+    public var replicator = ReplicationScheduler.Configuration()
 
     public init() {}
 
@@ -33,6 +36,9 @@ public struct ServerConfiguration: Sendable {
         }
         guard authentication.sessionTimeout > 0 else { throw ConfigurationError("the session timeout must be positive") }
         guard maximumDocumentSize > 0 else { throw ConfigurationError("max_document_size must be positive") }
+        guard replicator.maxJobs >= 0, replicator.maxChurn >= 0, replicator.intervalMilliseconds > 0 else {
+            throw ConfigurationError("[replicator] max_jobs and max_churn must not be negative, interval must be positive")
+        }
     }
 }
 
@@ -146,6 +152,9 @@ extension ServerConfiguration {
             guard bytes >= 16 * 1024 * 1024 else { throw ConfigurationError("function_memory_limit must be at least 16777216") }
             functions.memory = bytes
         }
+        if let jobs = try int("max_jobs", "replicator") { replicator.maxJobs = jobs }
+        if let interval = try int("interval", "replicator") { replicator.intervalMilliseconds = interval }
+        if let churn = try int("max_churn", "replicator") { replicator.maxChurn = churn }
 
         if let text = file.value("default_security", in: "couchdb") {
             switch text {

@@ -19,6 +19,12 @@ enum DocumentRoutes {
                 snapshot = try database.document(id, revision: leaf.revision)
             }
         }
+        if database.name.isReplicator {
+            let isAdmin = try context.databaseAccessForWrites().isAdmin || context.user.isServerAdmin
+            snapshot = DocumentSnapshot(record: snapshot.record,
+                                        revision: ReplicatorDatabaseRules.readable(snapshot.revision, user: context.user,
+                                                                                   isAdmin: isAdmin))
+        }
         // The revision names the body only when no option adds what else the tree or the
         // attachments hold (`_conflicts`, `_revs_info`, ...): then no ETag, so no cache serves
         // an answer made stale by a new conflict. CouchDB sends none when it adds metadata.
