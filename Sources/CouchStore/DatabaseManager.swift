@@ -11,6 +11,8 @@ public final class DatabaseManager: @unchecked Sendable {
     private let lock = NSLock()
     private var open: [DatabaseName: Database] = [:]
     private let logger = Logger(label: "couchette.store")
+    /// Every database's creation, updates and deletion, for `GET /_db_updates`.
+    public let updates: DatabaseUpdateLog
     static let fileExtension = ".couch"
 
     public init(directory: String) throws {
@@ -21,6 +23,17 @@ public final class DatabaseManager: @unchecked Sendable {
             throw CouchError.internalError("cannot create data directory \(directory)")
         }
         serverUUID = try Self.loadOrCreateUUID(in: directory)
+        updates = try DatabaseUpdateLog(directory: directory)
+    }
+
+    /// Registers a database just opened: its commits become `updated` events.
+    private func opened(_ database: Database) -> Database {
+        let updates = self.updates, name = database.name
+        _ = database.notifier.observe { event in
+            if case .committed = event { updates.record(.updated, name) }
+        }
+        open[database.name] = database
+        return database
     }
 
     private static func loadOrCreateUUID(in directory: String) throws -> String {
@@ -54,9 +67,9 @@ public final class DatabaseManager: @unchecked Sendable {
         defer { lock.unlock() }
         let path = path(for: name)
         if open[name] != nil || FileManager.default.fileExists(atPath: path) { throw CouchError.databaseExists }
-        let database = try Database(name: name, path: path, create: true)
-        open[name] = database
+        let database = opened(try Database(name: name, path: path, create: true))
         logger.info("created database \(name)")
+        updates.record(.created, name)
         return database
     }
 
@@ -67,9 +80,7 @@ public final class DatabaseManager: @unchecked Sendable {
         if let database = open[name] { return database }
         let path = path(for: name)
         guard FileManager.default.fileExists(atPath: path) else { throw CouchError.databaseMissing }
-        let database = try Database(name: name, path: path, create: false)
-        open[name] = database
-        return database
+        return opened(try Database(name: name, path: path, create: false))
     }
 
     public func delete(_ name: DatabaseName) throws {
@@ -85,6 +96,7 @@ public final class DatabaseManager: @unchecked Sendable {
         try? FileManager.default.removeItem(atPath: Database.attachmentDirectory(for: path))
         lock.unlock()
         database?.notifier.post(.databaseDeleted)
+        updates.record(.deleted, name)
         logger.info("deleted database \(name)")
     }
 

@@ -5,8 +5,13 @@ import Foundation
 /// `/db` and its maintenance resources.
 enum DatabaseRoutes {
     static func getDatabase(_ context: RouteContext) throws -> HTTPResponse {
-        let info = try context.database().info()
-        return .json(200, [
+        .json(200, try infoJSON(context.database()))
+    }
+
+    /// `GET /db`'s answer, also each row of `/_dbs_info`.
+    static func infoJSON(_ database: Database) throws -> JSONValue {
+        let info = try database.info()
+        return [
             "db_name": JSONValue(info.name.rawValue),
             "purge_seq": UpdateSequence(0).json,
             "update_seq": UpdateSequence(info.updateSequence).json,
@@ -19,7 +24,7 @@ enum DatabaseRoutes {
             "compact_running": JSONValue(info.compactRunning),
             "cluster": ["q": 1, "n": 1, "w": 1, "r": 1],
             "instance_start_time": JSONValue(info.instanceStartTime),
-        ])
+        ]
     }
 
     static func putDatabase(_ context: RouteContext) throws -> HTTPResponse {
