@@ -146,8 +146,10 @@ import Testing
         switch route {
         case .server(let resource):
             switch resource {
-            case .root, .allDatabases, .uuids, .up, .session, .replicate, .activeTasks: return nil
+            case .root, .allDatabases, .uuids, .up, .session, .replicate, .activeTasks, .membership,
+                 .databasesInfo, .databaseUpdates, .legacyStats, .legacyConfig: return nil
             }
+        case .node: return nil
         case .database: return "/secured"
         case .databaseResource(let resource): return "/secured/" + resource.rawValue
         case .document: return "/secured/walk-doc"

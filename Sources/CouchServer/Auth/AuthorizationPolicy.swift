@@ -38,6 +38,15 @@ enum AuthorizationPolicy {
             case .replicate, .activeTasks: return .serverAdmin
             // CouchDB 3: `[chttpd] admin_only_all_dbs = true`.
             case .allDatabases: return .serverAdmin
+            // CouchDB 3: `_dbs_info` follows `admin_only_all_dbs`; the rest are admin-only
+            // (`_stats` and `_config` at the root are admin-only before being refused).
+            case .databasesInfo, .membership, .databaseUpdates, .legacyStats, .legacyConfig: return .serverAdmin
+            }
+        // `/_node/...`: configuration, statistics and system facts are for server admins.
+        case .node(let resource):
+            switch resource {
+            case .name, .config, .configSection, .configKey, .configReload, .stats, .system, .versions, .prometheus:
+                return .serverAdmin
             }
         case .database:
             switch method {
@@ -92,7 +101,7 @@ enum AuthorizationPolicy {
             default:
                 return base
             }
-        case .server, .database, .databaseResource, .designResource, .scheduler:
+        case .server, .database, .databaseResource, .designResource, .scheduler, .node:
             return base
         }
     }
