@@ -1,22 +1,31 @@
-import Dispatch
 import Foundation
 
-/// Runs `stop` and exits on SIGINT or SIGTERM.
+/// SIGINT and SIGTERM, taken by one waiting thread. They are blocked in every thread
+/// (each inherits the mask of the thread that starts it) and collected with `sigwait`:
+/// a signal the kernel handed to a thread that does not want it (libdispatch's main-thread
+/// `sigsuspend`, a library's worker) would otherwise be dropped or end the process
+/// without a clean stop.
 enum ShutdownSignals {
-    static func install(stop: @escaping @Sendable (String) -> Void) {
-        for (number, name) in [(SIGINT, "SIGINT"), (SIGTERM, "SIGTERM")] {
-            // The source is made and resumed before the default action is turned off, so
-            // no signal falls between the two.
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler {
-                stop(name)
-                exit(0)
-            }
-            source.resume()
-            signal(number, SIG_IGN)
-            sources.append(source)
-        }
+    /// Call first, before any thread is started, so that every later thread blocks them too.
+    static func block() {
+        var set = signals()
+        pthread_sigmask(SIG_BLOCK, &set, nil)
     }
 
-    nonisolated(unsafe) private static var sources: [DispatchSourceSignal] = []
+    /// Waits on the calling thread for SIGINT or SIGTERM, then runs `stop` and exits.
+    static func waitThenStop(_ stop: (String) -> Void) -> Never {
+        var set = signals()
+        var number: Int32 = 0
+        while sigwait(&set, &number) != 0 {}
+        stop(number == SIGINT ? "SIGINT" : "SIGTERM")
+        exit(0)
+    }
+
+    private static func signals() -> sigset_t {
+        var set = sigset_t()
+        sigemptyset(&set)
+        sigaddset(&set, SIGINT)
+        sigaddset(&set, SIGTERM)
+        return set
+    }
 }
