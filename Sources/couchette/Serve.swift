@@ -73,6 +73,7 @@ struct Serve: ParsableCommand {
     }
 
     func run() throws {
+        let shutdown = ShutdownSignals.install()
         StandardErrorLogging.bootstrap(level: Logger.Level(rawValue: logLevel) ?? .info)
         let logger = Logger(label: "couchette")
         let configuration = try serverConfiguration(logger: logger)
@@ -82,13 +83,14 @@ struct Serve: ParsableCommand {
             logger.warning("""
                 NO SERVER ADMIN IS CONFIGURED: every client is an admin (CouchDB's "admin party"). \
                 Allowed only because Couchette listens on \(configuration.listener.bindAddress); \
-                create an admin with --admin NAME:PASSWORD.
+                any program on this machine, and \(configuration.cors.originsDescription), may read and \
+                write every database. Create an admin with --admin NAME:PASSWORD.
                 """)
         }
         let listener = Listener(configuration: configuration.listener, handler: server)
         // Signals are caught before the banner announces the server, so a parent that
         // stops it as soon as it is up is never ignored.
-        ShutdownSignals.install { signal in
+        shutdown.onSignal { signal in
             logger.info("received \(signal), stopping")
             server.replications.stopAll()
             listener.stop()
