@@ -46,7 +46,7 @@ public struct UpdateSequence: Sendable, Hashable, Comparable, CustomStringConver
         var text = Substring(raw)
         if text.count >= 2, text.first == "\"", text.last == "\"" { text = text.dropFirst().dropLast() }
         let digits = text.utf8.prefix { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
-        guard !digits.isEmpty, digits.count <= 18, let value = Int(Substring(digits)) else { return nil }
+        guard !digits.isEmpty, let value = Int(Substring(digits)) else { return nil }  // nil past Int.max
         let rest = text.utf8.dropFirst(digits.count)
         guard rest.isEmpty || rest.first == UInt8(ascii: "-") else { return nil }
         self.init(value)

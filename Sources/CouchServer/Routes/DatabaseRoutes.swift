@@ -5,11 +5,15 @@ import Foundation
 /// `/db` and its maintenance resources.
 enum DatabaseRoutes {
     static func getDatabase(_ context: RouteContext) throws -> HTTPResponse {
-        let database = try context.database()
+        .json(200, try infoJSON(context.database()))
+    }
+
+    /// `GET /db`'s answer, also each row of `/_dbs_info`.
+    static func infoJSON(_ database: Database) throws -> JSONValue {
         let info = try database.info()
         let cluster = try database.clusterParameters()
         let q = cluster?["q"]?.intValue ?? 1, n = cluster?["n"]?.intValue ?? 1
-        return .json(200, [
+        return [
             "db_name": JSONValue(info.name.rawValue),
             "purge_seq": UpdateSequence(0).json,
             "update_seq": UpdateSequence(info.updateSequence).json,
@@ -23,7 +27,7 @@ enum DatabaseRoutes {
             // Shown as CouchDB shows them; Couchette keeps one copy in one file whatever they say.
             "cluster": ["q": JSONValue(q), "n": JSONValue(n), "w": JSONValue(n / 2 + 1), "r": JSONValue(n / 2 + 1)],
             "instance_start_time": JSONValue(info.instanceStartTime),
-        ])
+        ]
     }
 
     static func putDatabase(_ context: RouteContext) throws -> HTTPResponse {

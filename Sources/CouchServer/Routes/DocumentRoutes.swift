@@ -19,6 +19,12 @@ enum DocumentRoutes {
                 snapshot = try database.document(id, revision: leaf.revision)
             }
         }
+        if database.name.isReplicator {
+            let isAdmin = try context.databaseAccessForWrites().isAdmin || context.user.isServerAdmin
+            snapshot = DocumentSnapshot(record: snapshot.record,
+                                        revision: ReplicatorDatabaseRules.readable(snapshot.revision, user: context.user,
+                                                                                   isAdmin: isAdmin))
+        }
         // The revision names the body only when no option adds what else the tree or the
         // attachments hold (`_conflicts`, `_revs_info`, ...): then no ETag, so no cache serves
         // an answer made stale by a new conflict. CouchDB sends none when it adds metadata.
@@ -69,7 +75,7 @@ enum DocumentRoutes {
         edit.revision = try reconcileRevision(body: edit.revision, request: try context.revisionOption())
         let newEdits = try context.boolOption("new_edits", default: true)
         edit = try context.authorizedEdit(edit, in: database, newEdits: newEdits)
-        let revision = try database.bulkUpdate([edit], newEdits: newEdits, following: following)[0].get()
+        let revision = try database.bulkUpdate([edit], newEdits: newEdits, following: following, as: context.user)[0].get()
         return written(context, id: id, revision: revision)
     }
 
@@ -109,7 +115,7 @@ enum DocumentRoutes {
         edit.id = id
         let database = try context.database()
         edit = try context.authorizedEdit(edit, in: database)
-        let revision = try database.update(edit)
+        let revision = try database.update(edit, as: context.user)
         return written(context, id: id, revision: revision)
     }
 
@@ -120,7 +126,7 @@ enum DocumentRoutes {
         _ = try database.document(id)
         let edit = try context.authorizedEdit(DocumentEdit(id: id, revision: try context.revisionOption(), isDeleted: true),
                                               in: database)
-        let revision = try database.update(edit)
+        let revision = try database.update(edit, as: context.user)
         return .json(200, DocumentJSON.writeResult(id: id, revision: revision),
                      headers: [("ETag", "\"\(revision)\"")])
     }
@@ -148,7 +154,7 @@ enum DocumentRoutes {
         }
         let edit = try context.authorizedEdit(DocumentEdit(id: targetID, revision: destinationRevision, body: body),
                                               in: database)
-        let revision = try database.update(edit, keeping: source.revision.attachments)
+        let revision = try database.update(edit, keeping: source.revision.attachments, as: context.user)
         return .json(201, DocumentJSON.writeResult(id: targetID, revision: revision),
                      headers: [location(context, id: targetID), ("ETag", "\"\(revision)\"")])
     }
