@@ -135,6 +135,9 @@ import Testing
         let admin = basicAuthorization("admin", "pw")
         let first = try TestServer(directory: directory, configuration: adminOnly)
         #expect(try first.request("PUT", "/before", headers: [admin]).status == 201)
+        let replication = try first.json("POST", "/_replicate", headers: [admin],
+                                         body: #"{"source":"before","target":"made","create_target":true}"#)
+        #expect(replication.json["ok"] == true, "\(replication.json.serializedString())")
         first.stop(keepData: true)
 
         var everyone = ServerConfiguration.testing(admins: ["admin": "pw"])
@@ -143,6 +146,7 @@ import Testing
         defer { second.stop() }
         #expect(try second.request("PUT", "/after", headers: [admin]).status == 201)
         #expect(try second.request("GET", "/before").status == 401)
+        #expect(try second.request("GET", "/made").status == 401, "create_target wrote the default too")
         #expect(try second.json("GET", "/before/_security", headers: [admin]).json
                 == ["members": ["roles": ["_admin"]], "admins": ["roles": ["_admin"]]])
         #expect(try second.request("GET", "/after").status == 200)

@@ -42,7 +42,6 @@ enum DatabaseRoutes {
             cluster[parameter] = JSONValue(value)
         }
         let database = try context.server.databases.create(name)
-        try context.server.accessControl.secureNewDatabase(database)
         if !cluster.isEmpty { try database.setClusterParameters(cluster) }
         return .json(201, ["ok": true], headers: [("Location", "/" + name.rawValue)])
     }
