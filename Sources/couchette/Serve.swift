@@ -83,7 +83,8 @@ struct Serve: ParsableCommand {
             logger.warning("""
                 NO SERVER ADMIN IS CONFIGURED: every client is an admin (CouchDB's "admin party"). \
                 Allowed only because Couchette listens on \(configuration.listener.bindAddress); \
-                create an admin with --admin NAME:PASSWORD.
+                any program on this machine, and \(configuration.cors.originsDescription), may read and \
+                write every database. Create an admin with --admin NAME:PASSWORD.
                 """)
         }
         let listener = Listener(configuration: configuration.listener, handler: server)
