@@ -93,6 +93,7 @@ struct Replicate: ParsableCommand {
     }
 
     func run() throws {
+        ShutdownSignals.block()
         StandardErrorLogging.bootstrap(level: Logger.Level(rawValue: logLevel) ?? .warning)
         let settings: ReplicationSettings
         do {
@@ -119,16 +120,10 @@ struct Replicate: ParsableCommand {
                 finished.signal()
             }
         }
-        for number in [SIGINT, SIGTERM] {
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler {
-                FileHandle.standardError.write(Data("\nstopping after a last checkpoint...\n".utf8))
-                outcomeBox.job?.cancel()
-                if outcomeBox.job == nil { Foundation.exit(130) }
-            }
-            source.resume()
-            Self.signalSources.append(source)
+        ShutdownSignals.handle { _ in
+            FileHandle.standardError.write(Data("\nstopping after a last checkpoint...\n".utf8))
+            outcomeBox.job?.cancel()
+            if outcomeBox.job == nil { Foundation.exit(130) }
         }
         while finished.wait(timeout: .now() + .milliseconds(showProgress ? 200 : 1000)) == .timedOut {
             if showProgress, let status = outcomeBox.job?.status { ProgressBar.draw(status, since: started) }
@@ -151,8 +146,6 @@ struct Replicate: ParsableCommand {
             throw ExitCode(1)
         }
     }
-
-    nonisolated(unsafe) private static var signalSources: [DispatchSourceSignal] = []
 
     /// Local databases when a name is given (or the data directory exists); the server
     /// UUID that enters the replication ID comes from there too, so that a later run

@@ -21,6 +21,20 @@ enum ShutdownSignals {
         exit(0)
     }
 
+    /// Calls `handler` on a thread of its own for each SIGINT or SIGTERM from now on.
+    static func handle(_ handler: @escaping @Sendable (String) -> Void) {
+        let thread = Thread {
+            var set = signals()
+            var number: Int32 = 0
+            while true {
+                guard sigwait(&set, &number) == 0 else { continue }
+                handler(number == SIGINT ? "SIGINT" : "SIGTERM")
+            }
+        }
+        thread.name = "signals"
+        thread.start()
+    }
+
     private static func signals() -> sigset_t {
         var set = sigset_t()
         sigemptyset(&set)
