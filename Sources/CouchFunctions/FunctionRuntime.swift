@@ -45,6 +45,11 @@ public final class FunctionRuntime: DocumentValidator, @unchecked Sendable {
         lock.withLock { natives.addFilter(name, database: database, function) }
     }
 
+    /// Whether `filter=name` on `database` runs a native function.
+    public func hasNativeFilter(_ name: String, database: DatabaseName) -> Bool {
+        lock.withLock { natives.filter(name, for: database) != nil }
+    }
+
     // MARK: Design documents
 
     /// Compiles every function of a design document about to be saved: CouchDB's 400
