@@ -70,7 +70,9 @@ struct ChangesReader: Sendable {
 
     static func sleep(milliseconds: Int) async throws(ReplicationError) {
         do {
-            try await Task.sleep(nanoseconds: UInt64(milliseconds) * 1_000_000)
+            // Saturating: a wait long enough to overflow nanoseconds is a wait forever.
+            let (nanoseconds, overflow) = UInt64(max(0, milliseconds)).multipliedReportingOverflow(by: 1_000_000)
+            try await Task.sleep(nanoseconds: overflow ? UInt64.max : nanoseconds)
         } catch {
             throw ReplicationError(.stopped, "stopped")
         }

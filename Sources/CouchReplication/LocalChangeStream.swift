@@ -81,7 +81,7 @@ final class LocalChangeStream: ChangeStream, @unchecked Sendable {
         lock.withLock {
             if !request.continuous {
                 finished = true
-                return .event(.lastSequence(SourceSequence(JSONValue(since))))
+                return .event(.lastSequence(SourceSequence(UpdateSequence(since).json)))
             }
             if !reportedCaughtUp {
                 reportedCaughtUp = true
@@ -89,7 +89,7 @@ final class LocalChangeStream: ChangeStream, @unchecked Sendable {
                     // Filtered rows moved the feed on: let the checkpoint follow.
                     lastEmitted = position
                     buffer.append(.caughtUp)
-                    return .event(.lastSequence(SourceSequence(JSONValue(position))))
+                    return .event(.lastSequence(SourceSequence(UpdateSequence(position).json)))
                 }
                 return .event(.caughtUp)
             }
@@ -131,7 +131,7 @@ final class LocalChangeStream: ChangeStream, @unchecked Sendable {
                 let events = zip(rows, passes).compactMap { row, passes -> ChangeEvent? in
                     guard passes else { return nil }
                     let revisions = request.allLeaves ? (row.tree?.leaves.map(\.revision) ?? [row.winner]) : [row.winner]
-                    return .change(Change(sequence: SourceSequence(JSONValue(row.sequence)), id: row.id,
+                    return .change(Change(sequence: SourceSequence(UpdateSequence(row.sequence).json), id: row.id,
                                           revisions: revisions, isDeleted: row.isDeleted))
                 }
                 lock.withLock {

@@ -72,7 +72,7 @@ public final class LocalEndpoint: DatabaseEndpoint, @unchecked Sendable {
 
     public func info() async throws(ReplicationError) -> EndpointInfo {
         let database = try database()
-        return EndpointInfo(updateSequence: SourceSequence(JSONValue(database.updateSequence)),
+        return EndpointInfo(updateSequence: SourceSequence(UpdateSequence(database.updateSequence).json),
                             instanceStartTime: database.instanceStartTime)
     }
 

@@ -138,7 +138,11 @@ public final class ReplicationManager: @unchecked Sendable {
         }
         let job = Replication(id: id, settings: settings, source: source, target: target, backoff: backoff,
                               logger: logger)
-        job.onFinish = { [weak self] finished in self?.forget(finished) }
+        let watches = watchDeletion(of: settings, failing: job)
+        job.onFinish = { [weak self] finished in
+            watches.forEach { $0.database.notifier.remove($0.token) }
+            self?.forget(finished)
+        }
         jobs[id.jobID] = job
         let previous = stopping[id.baseID]
         lock.unlock()
@@ -148,6 +152,20 @@ public final class ReplicationManager: @unchecked Sendable {
             job.start()
         }
         return job
+    }
+
+    /// A job whose local source or target is deleted fails with CouchDB's `db_not_found`
+    /// (rather than wait forever on the deleted file, holding it open).
+    private func watchDeletion(of settings: ReplicationSettings, failing job: Replication) -> [(database: Database, token: Int)] {
+        guard let databases else { return [] }
+        return [settings.source, settings.target].compactMap { peer -> (database: Database, token: Int)? in
+            guard case .local(let name) = peer, let database = try? databases.database(name) else { return nil }
+            let token = database.notifier.observe { [weak job] event in
+                guard case .databaseDeleted = event else { return }
+                job?.fail(ReplicationError(.databaseNotFound, "could not open \(name.rawValue)"))
+            }
+            return (database, token)
+        }
     }
 
     private func forget(_ job: Replication) {

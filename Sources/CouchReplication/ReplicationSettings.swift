@@ -63,14 +63,16 @@ public struct ReplicationSettings: Sendable {
         }
         useCheckpoints = try Self.flag(body, "use_checkpoints") ?? true
         winningRevisionsOnly = try Self.flag(body, "winning_revs_only") ?? false
-        checkpointIntervalMilliseconds = try Self.positiveInteger(body, "checkpoint_interval") ?? checkpointIntervalMilliseconds
-        workerBatchSize = try Self.positiveInteger(body, "worker_batch_size") ?? workerBatchSize
-        workerCount = try Self.positiveInteger(body, "worker_processes") ?? workerCount
-        httpConnections = try Self.positiveInteger(body, "http_connections") ?? httpConnections
-        connectionTimeoutMilliseconds = try Self.positiveInteger(body, "connection_timeout") ?? connectionTimeoutMilliseconds
+        checkpointIntervalMilliseconds = try Self.positiveInteger(body, "checkpoint_interval", maximum: Self.maximumMilliseconds)
+            ?? checkpointIntervalMilliseconds
+        workerBatchSize = try Self.positiveInteger(body, "worker_batch_size", maximum: Self.maximumWorkerBatchSize) ?? workerBatchSize
+        workerCount = try Self.positiveInteger(body, "worker_processes", maximum: Self.maximumWorkerCount) ?? workerCount
+        httpConnections = try Self.positiveInteger(body, "http_connections", maximum: Self.maximumHTTPConnections) ?? httpConnections
+        connectionTimeoutMilliseconds = try Self.positiveInteger(body, "connection_timeout", maximum: Self.maximumMilliseconds)
+            ?? connectionTimeoutMilliseconds
         if let retries = body["retries_per_request"] {
-            guard let count = retries.intValue, count >= 0 else {
-                throw .badRequest("`retries_per_request` must be a non-negative integer")
+            guard let count = retries.intValue, count >= 0, count <= Self.maximumRetries else {
+                throw .badRequest("`retries_per_request` must be an integer between 0 and \(Self.maximumRetries)")
             }
             retriesPerRequest = count
         }
@@ -117,10 +119,20 @@ public struct ReplicationSettings: Sendable {
         return flag
     }
 
-    private static func positiveInteger(_ body: JSONObject, _ name: String) throws(ReplicationError) -> Int? {
+    // Ranges of the numeric settings. A client's number sizes queues, task counts and
+    // timers, so each is bounded where it is read: nothing downstream may overflow or
+    // allocate without limit. Durations stop at Erlang's timer limit (2^32 - 1 ms), the
+    // largest CouchDB itself can wait; counts at values far above any useful setting.
+    public static let maximumMilliseconds = 4_294_967_295
+    public static let maximumWorkerBatchSize = 100_000
+    public static let maximumWorkerCount = 128
+    public static let maximumHTTPConnections = 1_000
+    public static let maximumRetries = 1_000
+
+    private static func positiveInteger(_ body: JSONObject, _ name: String, maximum: Int) throws(ReplicationError) -> Int? {
         guard let value = body[name], !value.isNull else { return nil }
-        guard let number = value.intValue ?? value.stringValue.flatMap({ Int($0) }), number > 0 else {
-            throw .badRequest("`\(name)` must be a positive integer")
+        guard let number = value.intValue ?? value.stringValue.flatMap({ Int($0) }), number > 0, number <= maximum else {
+            throw .badRequest("`\(name)` must be a positive integer of at most \(maximum)")
         }
         return number
     }

@@ -16,6 +16,10 @@ public final class CouchServer: RequestHandler {
     /// Design documents' functions and the native ones an embedding application registers;
     /// validates every write of `databases`.
     public let functions: FunctionRuntime
+    /// Owns every job (from `_replicate` and `_replicator` documents): `_scheduler/jobs`.
+    public let scheduler: ReplicationScheduler
+    /// Watches the replicator databases: `_scheduler/docs`.
+    public let replicatorDatabase: ReplicatorDatabase
     let logger = Logger(label: "couchette.server")
 
     /// A server for `databases`, its admins (stored hashed) and session secret kept in
@@ -30,6 +34,16 @@ public final class CouchServer: RequestHandler {
         })
         databases.validator = functions
         replications = ReplicationManager(serverUUID: databases.serverUUID, databases: databases, functions: functions)
+        scheduler = ReplicationScheduler(manager: replications, configuration: configuration.replicator)
+        replicatorDatabase = ReplicatorDatabase(databases: databases, scheduler: scheduler)
+        replicatorDatabase.start()
+    }
+
+    /// Stops every replication (each writes a last checkpoint); `_replicator` documents
+    /// keep their state, so their jobs resume when a server starts on this data again.
+    public func shutdown() {
+        replicatorDatabase.stop()
+        scheduler.shutdown()
     }
 
     /// CouchDB's defaults: an admin party on loopback, unless admins were stored before.

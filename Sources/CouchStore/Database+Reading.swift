@@ -171,8 +171,11 @@ extension Database {
             var offset = query.skip
             if let start = query.startKey {
                 let comparison = query.descending ? "doc_id > ?" : "doc_id < ?"
-                offset += try connection.scalarInt(
+                let preceding = try connection.scalarInt(
                     "SELECT count(*) FROM documents WHERE deleted = 0 AND \(comparison)", [.text(start)]) ?? 0
+                // `skip` is the client's number: saturate rather than trap near Int.max.
+                let (sum, overflow) = offset.addingReportingOverflow(preceding)
+                offset = overflow ? Int.max : sum
             }
             return (min(offset, total), total)
         }

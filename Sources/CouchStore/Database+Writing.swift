@@ -70,9 +70,11 @@ extension Database {
                               blob: StagedBlob, as user: UserContext = .internalWriter) throws -> RevisionID {
         let build = { (connection: SQLiteConnection) throws -> PreparedEdit in
             let parent = try self.parentContent(id, revision: revision, connection: connection)
-            var inputs = parent.attachments.filter { $0.name != name }.map(AttachmentInput.kept)
-            inputs.append(.blob(name: name, contentType: contentType, blob: blob, encoding: nil,
-                                length: blob.length, revpos: nil))
+            // The new attachment first, then the others in their order, as CouchDB lists them
+            // (the order is part of the revision ID).
+            let inputs: [AttachmentInput] = [.blob(name: name, contentType: contentType, blob: blob, encoding: nil,
+                                                   length: blob.length, revpos: nil)]
+                + parent.attachments.filter { $0.name != name }.map(AttachmentInput.kept)
             return PreparedEdit(edit: DocumentEdit(id: id, revision: revision, body: parent.body), attachments: inputs, staged: [])
         }
         let result: RevisionID
@@ -172,11 +174,13 @@ extension Database {
         let attachmentList: [AttachmentInfo]
         if newEdits {
             let parent = try parentRevision(for: edit, tree: tree)
-            let generation = (parent?.generation ?? 0) + 1
+            // A replicated revision may carry any generation: the next one must not trap.
+            let (generation, overflow) = (parent?.generation ?? 0).addingReportingOverflow(1)
+            guard !overflow else { throw CouchError.badRequest("Revision generation too large") }
             let candidates = parent.map { [$0] } ?? []
             attachmentList = try resolve(prepared, id: id, generation: generation, newEdits: true,
                                          ancestors: candidates, record: record, connection: connection)
-            let revision = edit.nextRevision(after: parent, attachmentDigests: attachmentList.map { "\($0.name):\($0.digest)" })
+            let revision = edit.nextRevision(after: parent, attachments: attachmentList)
             if tree.contains(revision) { throw CouchError.documentConflict }
             history = [revision] + (parent.map { tree.history(of: $0) } ?? [])
         } else {
@@ -185,10 +189,7 @@ extension Database {
             } else if let revision = edit.revision {
                 history = [revision]
             } else {
-                throw CouchError.badRequest("new_edits=false requires _rev or _revisions")
-            }
-            if let revision = edit.revision, revision != history[0] {
-                throw CouchError.badRequest("_rev does not match _revisions")
+                throw CouchError.badRequest("When `new_edits: false`, the document needs `_rev` or `_revisions` specified")
             }
             if tree.contains(history[0]) { return history[0] }
             attachmentList = try resolve(prepared, id: id, generation: history[0].generation, newEdits: false,
@@ -328,12 +329,12 @@ extension Database {
         let connection = transaction.connection
         let current = try connection.scalarInt("SELECT revision FROM local_documents WHERE doc_id = ?", [.text(id.rawValue)])
         if let current {
-            guard let given = edit.revision, given.generation == 0, Int(given.digest) == current else {
+            guard let given = edit.revisionField, given.generation == 0, Int(given.digest) == current else {
                 throw CouchError.documentConflict
             }
         } else if edit.isDeleted {
             throw CouchError.notFound("missing")
-        } else if let given = edit.revision, !(given.generation == 0 && given.digest == "0") {
+        } else if let given = edit.revisionField, !(given.generation == 0 && given.digest == "0") {
             throw CouchError.documentConflict
         }
         if edit.isDeleted {

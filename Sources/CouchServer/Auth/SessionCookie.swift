@@ -47,10 +47,13 @@ struct SessionCookie: Sendable {
 
     /// Seconds left when the cookie is genuine and unexpired for a user with `salt`; nil otherwise.
     func secondsLeft(_ contents: Contents, salt: String, now: Int) -> Int? {
-        guard let issued = Int(contents.timeText, radix: 16), now < issued + timeout else { return nil }
+        // The time is the client's text until the MAC is checked: no arithmetic on it may trap.
+        guard let issued = Int(contents.timeText, radix: 16) else { return nil }
+        let (expiry, overflow) = issued.addingReportingOverflow(timeout)
+        guard !overflow, now < expiry else { return nil }
         let expected = mac(contents.user + ":" + contents.timeText, salt: salt)
         guard Digest.constantTimeEquals(expected, contents.mac) else { return nil }
-        return issued + timeout - now
+        return expiry - now
     }
 
     /// Whether a session with `secondsLeft` should get a fresh cookie (CouchDB: outside the first 10%).

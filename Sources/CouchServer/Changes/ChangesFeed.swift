@@ -146,7 +146,7 @@ final class ChangesFeed: ResponseStream, @unchecked Sendable {
             if !output.isEmpty { return }
             if reachedLimit || timedOut || gone {
                 if options.feed == .continuous {
-                    output.append(contentsOf: #"{"last_seq":\#(position),"pending":\#(pending())}"#.utf8)
+                    output.append(contentsOf: #"{"last_seq":\#(UpdateSequence(position).json.serializedString()),"pending":\#(pending())}"#.utf8)
                     output.append(UInt8(ascii: "\n"))
                 }
                 finished = true
@@ -195,7 +195,7 @@ final class ChangesFeed: ResponseStream, @unchecked Sendable {
         output.append(contentsOf: (emitted > 0 ? "\n" : "").utf8)
         output.append(contentsOf: #"],"#.utf8)
         output.append(contentsOf: "\n".utf8)
-        output.append(contentsOf: #""last_seq":\#(position),"pending":\#(pending())}"#.utf8)
+        output.append(contentsOf: #""last_seq":\#(UpdateSequence(position).json.serializedString()),"pending":\#(pending())}"#.utf8)
         output.append(UInt8(ascii: "\n"))
         finished = true
     }
@@ -269,7 +269,7 @@ final class ChangesFeed: ResponseStream, @unchecked Sendable {
         case .eventsource:
             output.append(contentsOf: "data: ".utf8)
             output.append(contentsOf: rendered)
-            output.append(contentsOf: "\nid: \(row.sequence)\n\n".utf8)
+            output.append(contentsOf: "\nid: \(UpdateSequence(row.sequence))\n\n".utf8)
         }
         emitted += 1
     }

@@ -24,6 +24,9 @@ struct ChangesOptions: Sendable {
     var attachments = AttachmentRenderOptions()
 
     static let defaultHeartbeat = 60_000
+    /// Heartbeats and timeouts are clamped here (Erlang's timer limit, 2^32 - 1 ms, ~49 days)
+    /// so that the client's number never reaches timer arithmetic that could overflow.
+    static let longestWait = 4_294_967_295
 
     init(_ context: RouteContext, body: JSONObject?) throws {
         let request = context.request
@@ -33,7 +36,10 @@ struct ChangesOptions: Sendable {
             }
             feed = parsed
         }
-        if let raw = request.queryValue("since") {
+        // A browser's EventSource reconnecting sends `Last-Event-ID`: for an eventsource feed
+        // CouchDB takes it as `since`, before the query; `last-event-id` in the query is `since` too.
+        let lastEventID = feed == .eventsource ? request.header("last-event-id") : nil
+        if let raw = lastEventID ?? request.queryValue("last-event-id") ?? request.queryValue("since") {
             if raw == "now" { sinceNow = true } else { since = try Self.sequence(from: raw) }
         }
         limit = try context.nonNegativeIntOption("limit")
@@ -50,13 +56,13 @@ struct ChangesOptions: Sendable {
                 heartbeat = Self.defaultHeartbeat
             } else if raw != "false" {
                 guard let value = Int(raw), value > 0 else { throw CouchError.badRequest("Invalid heartbeat value. Expecting a positive integer value (or `true`).") }
-                heartbeat = value
+                heartbeat = min(value, Self.longestWait)
             }
         }
         if let value = try context.intOption("timeout") {
             // 0 is allowed: the feed ends as soon as it is caught up.
             guard value >= 0 else { throw CouchError.badRequest("Invalid timeout value.") }
-            timeout = value
+            timeout = min(value, Self.longestWait)
         }
         filter = try Self.filter(context, body: body)
         attachments = try AttachmentRenderOptions(context, store: try context.database().attachments)
@@ -65,13 +71,10 @@ struct ChangesOptions: Sendable {
     /// Sequences are integers; clients may send them as numbers, strings, or CouchDB's
     /// `N-opaque` form, of which the leading number is ours.
     static func sequence(from raw: String) throws(CouchError) -> Int {
-        var text = Substring(raw)
-        if text.first == "\"" && text.last == "\"" && text.count >= 2 { text = text.dropFirst().dropLast() }
-        let digits = text.prefix { $0.isASCII && $0.isNumber }
-        guard !digits.isEmpty, let value = Int(digits) else {
+        guard let sequence = UpdateSequence(parsing: raw) else {
             throw CouchError.badRequest("Malformed sequence supplied in 'since' parameter.")
         }
-        return value
+        return sequence.number
     }
 
     private static func filter(_ context: RouteContext, body: JSONObject?) throws -> ChangeFilter? {
