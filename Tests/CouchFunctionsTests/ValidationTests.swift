@@ -142,7 +142,7 @@ import Testing
 
     @Test func runawayFunctionsAreStoppedAndTheServerKeepsAnswering() async throws {
         var configuration = ServerConfiguration.testing()
-        configuration.functions.timeout = 1
+        configuration.functions.timeout = 3
         configuration.functions.memory = 64 * 1024 * 1024
         let server = try TestServer(configuration: configuration)
         defer { server.stop() }
@@ -164,7 +164,8 @@ import Testing
             // Meanwhile: other requests, and writes to the same database, are answered at once.
             #expect(try server.request("GET", "/").status == 200)
             #expect(try server.json("PUT", "/db/quick-\(UUID().uuidString)", body: "{}").status == 201)
-            #expect(Date().timeIntervalSince(started) < 0.9, "answered while the function runs")
+            let elapsed = Date().timeIntervalSince(started)
+            #expect(elapsed < 2.5, "answered while the function runs (\(body): \(elapsed) s)")
             let (status, json) = try await slow.value
             #expect(status == 500)
             #expect(json["error"] == JSONValue(error), "\(json.serializedString())")
