@@ -45,6 +45,7 @@ final class ScriptContext: @unchecked Sendable {
 
     deinit {
         for function in functions.values { JSValueUnprotect(context, function) }
+        if let filterBatch { JSValueUnprotect(context, filterBatch) }
         JSContextGroupClearExecutionTimeLimit(group)
         JSGlobalContextRelease(context)
         JSContextGroupRelease(group)
@@ -60,7 +61,11 @@ final class ScriptContext: @unchecked Sendable {
         // The process grew by the limit since this use began: then (only then, as it walks
         // the whole heap) see whether this context's heap is what grew.
         let resident = Self.residentMemory()
-        if resident - memoryAtStart > limits.memory {
+        if memoryAtStart == 0 {
+            // The first tick of this use takes the baseline (reading it costs more than a
+            // short call, which never reaches a tick).
+            memoryAtStart = resident
+        } else if resident - memoryAtStart > limits.memory {
             if heapSize() > limits.memory {
                 stoppedBy = .memory
                 return true
@@ -87,10 +92,10 @@ final class ScriptContext: @unchecked Sendable {
         return number("heapSize") + number("extraMemorySize")
     }
 
-    /// Takes the memory baseline for the calls of one use (a write's validation, a batch of
-    /// filter calls): reading it costs more than a call.
+    /// Starts one use (a write's validation, a batch of filter calls): its memory baseline is
+    /// taken at its first watchdog tick.
     func beginUse() {
-        memoryAtStart = Self.residentMemory()
+        memoryAtStart = 0
     }
 
     /// The process's resident memory in bytes (`/proc/self/statm`): a few microseconds to
@@ -163,6 +168,15 @@ final class ScriptContext: @unchecked Sendable {
         }
         return object
     }
+
+    /// `__couchette.filterBatch`: a filter applied to an array of documents in one call, as
+    /// each entry into the engine costs more than a small function's work.
+    lazy var filterBatch: JSObjectRef? = {
+        guard let value = try? evaluate("__couchette.filterBatch", name: "filter-batch.js"),
+              let object = JSValueToObject(context, value, nil) else { return nil }
+        JSValueProtect(context, object)
+        return object
+    }()
 
     /// Keeps `value` alive across calls until `release`.
     func retain(_ value: JSValueRef?) -> JSValueRef? {

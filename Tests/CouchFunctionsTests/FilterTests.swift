@@ -51,7 +51,7 @@ import Testing
         #expect(Self.ids(data) == ["a", "c"])
 
         // A longpoll feed waiting for a change that passes: b2 does not, a2 does.
-        let waiting = Task.detached { try server.json("GET", "/db/_changes?feed=longpoll&since=now&\(filter)").json }
+        let waiting = Task { try await onThread { try server.json("GET", "/db/_changes?feed=longpoll&since=now&\(filter)").json } }
         try await Task.sleep(nanoseconds: 200_000_000)
         try server.put("db", "b2", #"{"type":"y"}"#)
         try server.put("db", "a2", #"{"type":"x"}"#)
@@ -83,6 +83,25 @@ import Testing
         #expect(req["userCtx"] == ["db": "db", "name": .null, "roles": ["_admin"]], "the admin party")
     }
 
+    @Test func aLoopingFilterIsStoppedAndTheServerKeepsAnswering() async throws {
+        var configuration = ServerConfiguration.testing()
+        configuration.functions.timeout = 3
+        let server = try TestServer(configuration: configuration)
+        defer { server.stop() }
+        try server.createDatabase("db")
+        let design: JSONValue = ["filters": ["loop": "function(doc) { while (true) {} }"]]
+        #expect(try server.json("PUT", "/db/_design/app", body: design.serializedString()).status == 201)
+        let started = Date()
+        let looping = Task { try await onThread { try server.json("GET", "/db/_changes?filter=app/loop") } }
+        try await Task.sleep(nanoseconds: 100_000_000)
+        #expect(try server.json("GET", "/db/_changes").status == 200)
+        #expect(try server.json("PUT", "/db/doc", body: "{}").status == 201)
+        #expect(Date().timeIntervalSince(started) < 2.5, "answered while the filter runs")
+        let (status, json) = try await looping.value
+        #expect(status == 500)
+        #expect(json["error"] == "os_process_error", "\(json.serializedString())")
+    }
+
     @Test func missingFiltersAndViewsAnswerCouchDBs404() throws {
         let server = try Self.server()
         defer { server.stop() }
@@ -107,3 +126,11 @@ import Testing
     }
 }
 
+
+/// Runs blocking work (the test HTTP client) on a thread of its own: a request that waits
+/// seconds must not hold one of the few threads that run Swift tasks.
+func onThread<Value: Sendable>(_ work: @escaping @Sendable () throws -> Value) async throws -> Value {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread { continuation.resume(with: Result { try work() }) }.start()
+    }
+}

@@ -159,7 +159,7 @@ import Testing
 
         for (body, error) in [(#"{"loop":true}"#, "os_process_error"), (#"{"hog":true}"#, "os_process_error")] {
             let started = Date()
-            let slow = Task.detached { try server.json("PUT", "/db/slow", body: body) }
+            let slow = Task { try await onThread { try server.json("PUT", "/db/slow", body: body) } }
             try await Task.sleep(nanoseconds: 100_000_000)
             // Meanwhile: other requests, and writes to the same database, are answered at once.
             #expect(try server.request("GET", "/").status == 200)
