@@ -53,7 +53,7 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ]),
         .executableTarget(name: "couchette", dependencies: [
-            "CouchServer", "CouchReplication", "CouchStore", "CouchCore",
+            "CouchServer", "CouchReplication", "CouchFunctions", "CouchStore", "CouchCore",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),

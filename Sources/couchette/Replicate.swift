@@ -1,5 +1,6 @@
 import ArgumentParser
 import CouchCore
+import CouchFunctions
 import CouchReplication
 import CouchStore
 import Dispatch
@@ -93,7 +94,6 @@ struct Replicate: ParsableCommand {
     }
 
     func run() throws {
-        ShutdownSignals.block()
         StandardErrorLogging.bootstrap(level: Logger.Level(rawValue: logLevel) ?? .warning)
         let settings: ReplicationSettings
         do {
@@ -120,7 +120,7 @@ struct Replicate: ParsableCommand {
                 finished.signal()
             }
         }
-        ShutdownSignals.handle { _ in
+        ShutdownSignals.onSignal { _ in
             FileHandle.standardError.write(Data("\nstopping after a last checkpoint...\n".utf8))
             outcomeBox.job?.cancel()
             if outcomeBox.job == nil { Foundation.exit(130) }
@@ -147,6 +147,7 @@ struct Replicate: ParsableCommand {
         }
     }
 
+
     /// Local databases when a name is given (or the data directory exists); the server
     /// UUID that enters the replication ID comes from there too, so that a later run
     /// finds this one's checkpoints.
@@ -154,7 +155,8 @@ struct Replicate: ParsableCommand {
         let usesLocal = [settings.source, settings.target].contains { if case .local = $0 { true } else { false } }
         if usesLocal || FileManager.default.fileExists(atPath: dataDirectory) {
             let databases = try DatabaseManager(directory: dataDirectory)
-            return ReplicationManager(serverUUID: databases.serverUUID, databases: databases)
+            return ReplicationManager(serverUUID: databases.serverUUID, databases: databases,
+                                      functions: FunctionRuntime())
         }
         let host = ProcessInfo.processInfo.hostName
         return ReplicationManager(serverUUID: Digest.hex(Digest.md5(Array("couchette-cli:\(host)".utf8))), databases: nil)

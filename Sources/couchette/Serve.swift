@@ -73,7 +73,6 @@ struct Serve: ParsableCommand {
     }
 
     func run() throws {
-        ShutdownSignals.block()
         StandardErrorLogging.bootstrap(level: Logger.Level(rawValue: logLevel) ?? .info)
         let logger = Logger(label: "couchette")
         let configuration = try serverConfiguration(logger: logger)
@@ -88,17 +87,20 @@ struct Serve: ParsableCommand {
                 """)
         }
         let listener = Listener(configuration: configuration.listener, handler: server)
+        // Signals are caught before the banner announces the server, so a parent that
+        // stops it as soon as it is up is never ignored.
+        ShutdownSignals.install { signal in
+            logger.info("received \(signal), stopping")
+            server.shutdown()
+            listener.stop()
+        }
         try listener.start()
         // Written unbuffered, so a parent process reading the chosen port sees it at once.
         let address = configuration.listener.bindAddress
         let banner = "Couchette \(ServerInfo.version) listening on http://\(address):\(listener.port)/ (data in \(dataDirectory))\n"
         FileHandle.standardOutput.write(Data(banner.utf8))
         logger.info("listening on \(address):\(listener.port)")
-        ShutdownSignals.waitThenStop { signal in
-            logger.info("received \(signal), stopping")
-            server.shutdown()
-            listener.stop()
-        }
+        dispatchMain()
     }
 
     /// Defaults, then the configuration file, then command-line options.

@@ -1,45 +1,48 @@
 import Foundation
 
-/// SIGINT and SIGTERM, taken by one waiting thread. They are blocked in every thread
-/// (each inherits the mask of the thread that starts it) and collected with `sigwait`:
-/// a signal the kernel handed to a thread that does not want it (libdispatch's main-thread
-/// `sigsuspend`, a library's worker) would otherwise be dropped or end the process
-/// without a clean stop.
+/// The pipe a signal handler writes the signal's number to (set before any handler runs).
+nonisolated(unsafe) private var signalPipeWriteEnd: Int32 = -1
+
+/// Runs a handler on its own thread for each SIGINT or SIGTERM. A real handler (writing to
+/// a pipe, the one thing it may safely do) rather than an ignored signal read by Dispatch:
+/// JavaScriptCore starts threads that do not block signals, and an ignored signal delivered
+/// to one of them would be lost.
 enum ShutdownSignals {
-    /// Call first, before any thread is started, so that every later thread blocks them too.
-    static func block() {
-        var set = signals()
-        pthread_sigmask(SIG_BLOCK, &set, nil)
-    }
-
-    /// Waits on the calling thread for SIGINT or SIGTERM, then runs `stop` and exits.
-    static func waitThenStop(_ stop: (String) -> Void) -> Never {
-        var set = signals()
-        var number: Int32 = 0
-        while sigwait(&set, &number) != 0 {}
-        stop(number == SIGINT ? "SIGINT" : "SIGTERM")
-        exit(0)
-    }
-
-    /// Calls `handler` on a thread of its own for each SIGINT or SIGTERM from now on.
-    static func handle(_ handler: @escaping @Sendable (String) -> Void) {
-        let thread = Thread {
-            var set = signals()
-            var number: Int32 = 0
+    static func onSignal(_ handler: @escaping @Sendable (String) -> Void) {
+        var ends: [Int32] = [-1, -1]
+        guard pipe(&ends) == 0 else { return }
+        signalPipeWriteEnd = ends[1]
+        let readEnd = ends[0]
+        Thread {
+            var byte: UInt8 = 0
             while true {
-                guard sigwait(&set, &number) == 0 else { continue }
-                handler(number == SIGINT ? "SIGINT" : "SIGTERM")
+                let count = read(readEnd, &byte, 1)
+                if count == 1 { handler(Int32(byte) == SIGINT ? "SIGINT" : "SIGTERM") }
+                if count == 0 { return }
             }
+        }.start()
+        for number in [SIGINT, SIGTERM] {
+            var action = sigaction()
+            action.__sigaction_handler.sa_handler = { number in
+                var byte = UInt8(truncatingIfNeeded: number)
+                _ = write(signalPipeWriteEnd, &byte, 1)
+            }
+            sigemptyset(&action.sa_mask)
+            action.sa_flags = SA_RESTART
+            sigaction(number, &action, nil)
+            // Unblock it here too, in case the process was started with it blocked.
+            var set = sigset_t()
+            sigemptyset(&set)
+            sigaddset(&set, number)
+            pthread_sigmask(SIG_UNBLOCK, &set, nil)
         }
-        thread.name = "signals"
-        thread.start()
     }
 
-    private static func signals() -> sigset_t {
-        var set = sigset_t()
-        sigemptyset(&set)
-        sigaddset(&set, SIGINT)
-        sigaddset(&set, SIGTERM)
-        return set
+    /// Runs `stop` and exits on the first SIGINT or SIGTERM.
+    static func install(stop: @escaping @Sendable (String) -> Void) {
+        onSignal { name in
+            stop(name)
+            exit(0)
+        }
     }
 }
