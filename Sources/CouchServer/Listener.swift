@@ -149,6 +149,7 @@ public final class Listener: @unchecked Sendable {
 
     /// A request over the header or body limits.
     private func refusal(_ state: RequestState, adding count: Int) -> CouchError? {
+        if let framing = state.framingError { return framing }
         if state.headerBytes > configuration.maximumHeaderSize {
             return CouchError(.headerTooLarge, "Request headers are too large")
         }
@@ -219,6 +220,8 @@ final class RequestState {
     private(set) var sink: RequestBodySink?
     var sinkError: Error?
     var rejected = false
+    /// Ambiguous body framing (a request-smuggling attempt): refused before the body is read.
+    private(set) var framingError: CouchError?
     var responded = false
     /// Bytes of the request's header lines, as received.
     private(set) var headerBytes = 0
@@ -238,6 +241,15 @@ final class RequestState {
         let limit = sink == nil ? listener.configuration.maximumBodySize : listener.configuration.maximumUploadSize
         if let length = headers["content-length"].flatMap(Int.init), length > limit {
             rejected = true
+        }
+        // Repeated headers arrive joined by ", ". Two different lengths, or a length beside
+        // a transfer coding, could frame the body differently for a proxy in front of us.
+        if let lengths = headers["content-length"] {
+            if Set(lengths.split(separator: ",").map { $0.trimmingWhitespace() }).count > 1 {
+                framingError = CouchError.badRequest("Conflicting Content-Length headers")
+            } else if headers["transfer-encoding"] != nil {
+                framingError = CouchError.badRequest("Content-Length and Transfer-Encoding must not both be given")
+            }
         }
     }
 
