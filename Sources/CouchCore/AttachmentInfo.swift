@@ -28,6 +28,12 @@ public struct AttachmentInfo: Sendable, Equatable {
 
     public var storedLength: Int { encodedLength ?? length }
 
+    /// The 16 bytes of an `md5-` digest (what CouchDB hashes into revision IDs).
+    public var md5: [UInt8]? {
+        guard digest.hasPrefix("md5-"), let bytes = Base64.decode(String(digest.dropFirst(4))), bytes.count == 16 else { return nil }
+        return bytes
+    }
+
     /// `md5-<base64>`, CouchDB's digest notation.
     public static func digestString(md5: [UInt8]) -> String { "md5-" + Base64.encode(md5) }
 

@@ -2,7 +2,11 @@
 /// (`_`-prefixed) members, which are read into typed fields.
 public struct DocumentEdit: Sendable {
     public var id: DocumentID?
+    /// The revision this edit follows: the head of `_revisions` when given (it wins over
+    /// `_rev`, as in CouchDB's `couch_doc:transfer_fields`), else `_rev`.
     public var revision: RevisionID?
+    /// `_rev` as sent: what a `_local` document, which ignores `_revisions`, follows.
+    public var revisionField: RevisionID?
     public var isDeleted: Bool
     /// `_revisions`, used with `new_edits=false`.
     public var history: RevisionHistory?
@@ -13,7 +17,8 @@ public struct DocumentEdit: Sendable {
     public init(id: DocumentID?, revision: RevisionID? = nil, isDeleted: Bool = false,
                 history: RevisionHistory? = nil, attachments: JSONObject? = nil, body: JSONObject = JSONObject()) {
         self.id = id
-        self.revision = revision
+        self.revision = history?.revisions.first ?? revision
+        self.revisionField = revision
         self.isDeleted = isDeleted
         self.history = history
         self.attachments = attachments
@@ -22,6 +27,13 @@ public struct DocumentEdit: Sendable {
 
     /// Members CouchDB accepts and ignores on input (they only appear in its output).
     static let ignoredSpecialMembers: Set<String> = ["_revs_info", "_conflicts", "_deleted_conflicts", "_local_seq"]
+
+    /// Members the replicator writes into `_replicator` documents; CouchDB keeps them in the
+    /// body of any document.
+    static let replicationMembers: Set<String> = [
+        "_replication_id", "_replication_state", "_replication_state_time", "_replication_state_reason",
+        "_replication_stats",
+    ]
 
     /// Reads a document object, after CouchDB's `couch_doc:transfer_fields`.
     public init(json: JSONValue) throws(CouchError) {
@@ -55,12 +67,13 @@ public struct DocumentEdit: Sendable {
                 }
                 attachments = attachmentObject
             default:
-                if Self.ignoredSpecialMembers.contains(key) { continue }
+                if Self.ignoredSpecialMembers.contains(key) || Self.replicationMembers.contains(key) { continue }
                 throw CouchError(.documentValidation, "Bad special document member: \(key)")
             }
         }
-        // The parser's keys are unique already: keep its order, drop the special members.
-        let body = object.filter { $0.key.utf8.first != UInt8(ascii: "_") }
+        // The parser's keys are unique already: keep its order, drop the special members
+        // (the replicator's `_replication_*` fields stay in the body, as in CouchDB).
+        let body = object.filter { $0.key.utf8.first != UInt8(ascii: "_") || Self.replicationMembers.contains($0.key) }
         self.init(id: id, revision: revision, isDeleted: isDeleted, history: history,
                   attachments: attachments, body: body)
     }
@@ -68,18 +81,31 @@ public struct DocumentEdit: Sendable {
     /// The body as stored: compact JSON, client's key order and number text.
     public var bodyBytes: [UInt8] { JSONValue.object(body).serialized() }
 
-    /// The revision ID this edit gets when it follows `parent`: deterministic, so the
-    /// same edit made on two nodes has the same ID.
-    public func nextRevision(after parent: RevisionID?, attachmentDigests: [String] = []) -> RevisionID {
-        var input: [UInt8] = Array((parent?.description ?? "").utf8)
-        input.append(0)
-        input.append(isDeleted ? 1 : 0)
-        input.append(0)
-        input.append(contentsOf: JSONValue.object(body).canonicalBytes)
-        for digest in attachmentDigests.sorted() {
-            input.append(0)
-            input.append(contentsOf: digest.utf8)
+    /// The revision ID this edit gets when it follows `parent`, as CouchDB computes it
+    /// (`couch_db:new_revid`): the MD5 of `term_to_binary([Deleted, OldStart, OldRev, Body, Atts],
+    /// [{minor_version, 1}])`, where `OldRev` is the parent's digest as CouchDB holds it (0 for a
+    /// new document) and `Atts` lists `{Name, Type, MD5}` in the reverse of the document's order.
+    /// The same edit made here and on Apache CouchDB gets the same ID.
+    public func nextRevision(after parent: RevisionID?, attachments: [AttachmentInfo] = []) -> RevisionID {
+        var term = ExternalTermWriter()
+        term.listHeader(5)
+        term.bool(isDeleted)
+        term.integer(parent?.generation ?? 0)
+        if let parent { term.binary(parent.digestBinary) } else { term.integer(0) }
+        term.object(body)
+        if attachments.isEmpty {
+            term.emptyList()
+        } else {
+            term.listHeader(attachments.count)
+            for attachment in attachments.reversed() {
+                term.tupleHeader(3)
+                term.binary(attachment.name)
+                term.binary(attachment.contentType)
+                term.binary(attachment.md5 ?? Array(attachment.digest.utf8))
+            }
+            term.endList()
         }
-        return RevisionID(generation: (parent?.generation ?? 0) + 1, digest: Digest.hex(Digest.md5(input)))
+        term.endList()
+        return RevisionID(generation: (parent?.generation ?? 0) + 1, digest: Digest.hex(Digest.md5(term.bytes)))
     }
 }

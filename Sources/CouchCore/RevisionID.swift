@@ -32,7 +32,7 @@ public struct RevisionID: Hashable, Comparable, Sendable, CustomStringConvertibl
             value = sum
         }
         let digestBytes = utf8[utf8.index(after: dash)...]
-        guard !digestBytes.isEmpty else { return nil }
+        // An empty digest ("1-") is accepted, as CouchDB's `parse_rev` accepts it.
         // ASCII digests (the usual hex) are checked byte by byte; only others need
         // Unicode's whitespace table, which is slow on the read path.
         var isASCII = true
@@ -43,9 +43,42 @@ public struct RevisionID: Hashable, Comparable, Sendable, CustomStringConvertibl
                 return nil
             }
         }
-        let digest = String(text[utf8.index(after: dash)...])
+        var digest = String(text[utf8.index(after: dash)...])
         if !isASCII, digest.unicodeScalars.contains(where: { $0.properties.isWhitespace }) { return nil }
+        // CouchDB holds a 32-hex-digit digest as the 16 bytes it encodes and writes it back in
+        // lower case, so "1-ABC…" and "1-abc…" are the same revision.
+        if Self.isHex32(digestBytes), digestBytes.contains(where: { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "F") }) {
+            digest = digest.lowercased()
+        }
         self.init(generation: value, digest: digest)
+    }
+
+    /// The digest as CouchDB holds it (`couch_doc:parse_revid`): 32 hexadecimal digits become
+    /// the 16 bytes they encode; any other digest is its UTF-8 bytes.
+    public var digestBinary: [UInt8] {
+        let utf8 = digest.utf8
+        guard Self.isHex32(utf8) else { return Array(utf8) }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(16)
+        var high: UInt8 = 0
+        for (index, byte) in utf8.enumerated() {
+            let nibble = Self.hexValue(byte)
+            if index % 2 == 0 { high = nibble } else { bytes.append(high << 4 | nibble) }
+        }
+        return bytes
+    }
+
+    static func isHex32<Bytes: Collection>(_ bytes: Bytes) -> Bool where Bytes.Element == UInt8 {
+        bytes.count == 32 && bytes.allSatisfy { hexValue($0) != 0xff }
+    }
+
+    private static func hexValue(_ byte: UInt8) -> UInt8 {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): return byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): return byte - UInt8(ascii: "A") + 10
+        default: return 0xff
+        }
     }
 
     public var description: String { "\(generation)-\(digest)" }
@@ -65,10 +98,20 @@ public struct RevisionID: Hashable, Comparable, Sendable, CustomStringConvertibl
         order(lhs, rhs) < 0
     }
 
-    /// Three-way comparison in CouchDB's order: negative, zero or positive.
+    /// Three-way comparison in CouchDB's order: negative, zero or positive. Digests compare as
+    /// the Erlang binaries CouchDB holds (`digestBinary`): two lower-case hex digests compare as
+    /// their text does; a hex digest against another kind compares by the bytes it encodes.
     static func order(_ lhs: RevisionID, _ rhs: RevisionID) -> Int {
         if lhs.generation != rhs.generation { return lhs.generation < rhs.generation ? -1 : 1 }
-        return compareBytes(lhs.digest, rhs.digest)
+        let leftHex = isHex32(lhs.digest.utf8), rightHex = isHex32(rhs.digest.utf8)
+        if leftHex == rightHex { return compareBytes(lhs.digest, rhs.digest) }
+        let binaryOrder = compareBinaries(lhs.digestBinary, rhs.digestBinary)
+        return binaryOrder != 0 ? binaryOrder : compareBytes(lhs.digest, rhs.digest)
+    }
+
+    private static func compareBinaries(_ a: [UInt8], _ b: [UInt8]) -> Int {
+        for (x, y) in zip(a, b) where x != y { return x < y ? -1 : 1 }
+        return a.count == b.count ? 0 : (a.count < b.count ? -1 : 1)
     }
 
     /// Compares two strings by their UTF-8 bytes (shorter prefix first), as Erlang compares binaries.

@@ -1,7 +1,7 @@
 import CouchCore
 
-/// A position in the source's change feed, exactly as the source wrote it: a number for
-/// Couchette (and CouchDB 1.x), an opaque string for CouchDB 2 and later. The replicator
+/// A position in the source's change feed, exactly as the source wrote it: an opaque string
+/// for Couchette and CouchDB 2 and later, a number for CouchDB 1.x. The replicator
 /// never orders or does arithmetic on sequences; order comes from the feed itself (see
 /// `SequenceMap`). It is sent back as `since` in its JSON form and stored in checkpoints as is.
 public struct SourceSequence: Sendable, Hashable, CustomStringConvertible {
@@ -16,15 +16,7 @@ public struct SourceSequence: Sendable, Hashable, CustomStringConvertible {
 
     /// The leading integer of the sequence, for stores whose sequences are integers
     /// (Couchette's own): `12`, `"12"` and `"12-g1AA..."` all give 12.
-    public var leadingInteger: Int? {
-        switch json {
-        case .number(let number): return number.intValue
-        case .string(let text):
-            let digits = text.prefix { $0.isASCII && $0.isNumber }
-            return digits.isEmpty ? nil : Int(digits)
-        default: return nil
-        }
-    }
+    public var leadingInteger: Int? { UpdateSequence(json: json)?.number }
 
     public var description: String { queryValue }
 }

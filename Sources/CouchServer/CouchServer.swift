@@ -1,4 +1,5 @@
 import CouchCore
+import CouchFunctions
 import CouchReplication
 import CouchStore
 import Logging
@@ -12,6 +13,13 @@ public final class CouchServer: RequestHandler {
     let accessControl: AccessControl
     /// The replications started with `POST /_replicate`, listed by `GET /_active_tasks`.
     public let replications: ReplicationManager
+    /// Design documents' functions and the native ones an embedding application registers;
+    /// validates every write of `databases`.
+    public let functions: FunctionRuntime
+    /// Owns every job (from `_replicate` and `_replicator` documents): `_scheduler/jobs`.
+    public let scheduler: ReplicationScheduler
+    /// Watches the replicator databases: `_scheduler/docs`.
+    public let replicatorDatabase: ReplicatorDatabase
     let logger = Logger(label: "couchette.server")
 
     /// A server for `databases`, its admins (stored hashed) and session secret kept in
@@ -19,8 +27,23 @@ public final class CouchServer: RequestHandler {
     public init(databases: DatabaseManager, configuration: ServerConfiguration) throws {
         self.databases = databases
         self.configuration = configuration
-        accessControl = try AccessControl(configuration: configuration, databases: databases)
-        replications = ReplicationManager(serverUUID: databases.serverUUID, databases: databases)
+        let accessControl = try AccessControl(configuration: configuration, databases: databases)
+        self.accessControl = accessControl
+        functions = FunctionRuntime(limits: configuration.functions, securityObject: { database in
+            (try? accessControl.securityObject(of: database).json) ?? [:]
+        })
+        databases.validator = functions
+        replications = ReplicationManager(serverUUID: databases.serverUUID, databases: databases, functions: functions)
+        scheduler = ReplicationScheduler(manager: replications, configuration: configuration.replicator)
+        replicatorDatabase = ReplicatorDatabase(databases: databases, scheduler: scheduler)
+        replicatorDatabase.start()
+    }
+
+    /// Stops every replication (each writes a last checkpoint); `_replicator` documents
+    /// keep their state, so their jobs resume when a server starts on this data again.
+    public func shutdown() {
+        replicatorDatabase.stop()
+        scheduler.shutdown()
     }
 
     /// CouchDB's defaults: an admin party on loopback, unless admins were stored before.

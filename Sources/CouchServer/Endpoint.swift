@@ -10,6 +10,18 @@ public enum Endpoint: Sendable, Equatable {
     case attachment(DatabaseName, DocumentID, String)
     /// A design document's sub-resource (`_view`, `_show`, ...), not served yet.
     case designResource(DatabaseName, DocumentID, String)
+    /// `/_scheduler/...`
+    case scheduler(SchedulerResource)
+
+    public enum SchedulerResource: Sendable, Equatable {
+        case jobs
+        case job(String)
+        /// `_scheduler/docs` (nil: every replicator database) and `_scheduler/docs/{db}`.
+        case documents(DatabaseName?)
+        case document(DatabaseName, DocumentID)
+    }
+    /// `/_node/{node}/...`: the node name as written (`_local` or the real name) and what is asked.
+    case node(String, NodeResource)
 
     public enum ServerResource: String, Sendable, CaseIterable {
         case root = ""
@@ -19,6 +31,64 @@ public enum Endpoint: Sendable, Equatable {
         case session = "_session"
         case replicate = "_replicate"
         case activeTasks = "_active_tasks"
+        case membership = "_membership"
+        case databasesInfo = "_dbs_info"
+        case databaseUpdates = "_db_updates"
+        /// CouchDB 1's `/_stats` and `/_config`, gone in CouchDB 3 (see `ServerRoutes`).
+        case legacyStats = "_stats"
+        case legacyConfig = "_config"
+    }
+
+    /// What `/_node/{node}/...` names.
+    public enum NodeResource: Sendable, Equatable {
+        case name
+        case config
+        case configSection(String)
+        case configKey(String, String)
+        case configReload
+        case stats([String])
+        case system
+        case versions
+        case prometheus
+
+        /// The resource of `/_node/{node}/` + `rest`; `not_found` when there is none.
+        init(_ rest: ArraySlice<String>) throws(CouchError) {
+            let parts = Array(rest)
+            switch parts.first {
+            case nil: self = .name
+            case "_config":
+                switch parts.count {
+                case 1: self = .config
+                case 2: self = parts[1] == "_reload" ? .configReload : .configSection(parts[1])
+                case 3: self = .configKey(parts[1], parts[2])
+                default: throw CouchError.notFound("missing")
+                }
+            case "_stats": self = .stats(Array(parts.dropFirst()))
+            case "_system" where parts.count == 1: self = .system
+            case "_versions" where parts.count == 1: self = .versions
+            case "_prometheus" where parts.count == 1: self = .prometheus
+            default: throw CouchError.notFound("missing")
+            }
+        }
+
+        var route: NodeRoute {
+            switch self {
+            case .name: .name
+            case .config: .config
+            case .configSection: .configSection
+            case .configKey: .configKey
+            case .configReload: .configReload
+            case .stats: .stats
+            case .system: .system
+            case .versions: .versions
+            case .prometheus: .prometheus
+            }
+        }
+    }
+
+    /// A node resource without its parameters, the key of the route table.
+    public enum NodeRoute: Sendable, Hashable {
+        case name, config, configSection, configKey, configReload, stats, system, versions, prometheus
     }
 
     public enum DatabaseResource: String, Sendable, CaseIterable {
@@ -53,6 +123,15 @@ public enum Endpoint: Sendable, Equatable {
             self = .server(resource)
             return
         }
+        if decoded[0] == "_scheduler" {
+            self = .scheduler(try Self.schedulerResource(Array(decoded.dropFirst())))
+            return
+        }
+        if decoded[0] == "_node" {
+            guard decoded.count > 1 else { throw CouchError.badRequest("Incomplete path to _node request") }
+            self = .node(decoded[1], try NodeResource(decoded.dropFirst(2)))
+            return
+        }
         let database = try DatabaseName(decoded[0])
         guard decoded.count > 1 else {
             self = .database(database)
@@ -82,6 +161,31 @@ public enum Endpoint: Sendable, Equatable {
         }
     }
 
+    /// CouchDB's `_scheduler` paths; a replicator database's `/` may be left unescaped
+    /// (`/_scheduler/docs/a/b/_replicator/doc`), as `couch_replicator_httpd` allows.
+    private static func schedulerResource(_ parts: [String]) throws(CouchError) -> SchedulerResource {
+        switch parts.first {
+        case "jobs"?:
+            if parts.count == 1 { return .jobs }
+            if parts.count == 2 { return .job(parts[1]) }
+        case "docs"?:
+            let rest = Array(parts.dropFirst())
+            if rest.isEmpty { return .documents(nil) }
+            if rest.count == 1, let name = try? DatabaseName(rest[0]), name.isReplicator { return .documents(name) }
+            if rest.count == 2, let name = try? DatabaseName(rest[0]), name.isReplicator {
+                return .document(name, DocumentID(rest[1]))
+            }
+            guard let index = rest.firstIndex(of: "_replicator"), rest.count - index <= 2 else {
+                throw CouchError.badRequest("Invalid _scheduler/docs path")
+            }
+            let name = try DatabaseName(rest[...index].joined(separator: "/"))
+            return index + 1 < rest.count ? .document(name, DocumentID(rest[index + 1])) : .documents(name)
+        default:
+            break
+        }
+        throw CouchError(.notFound, "missing")
+    }
+
     private static func documentOrAttachment(_ database: DatabaseName, _ id: DocumentID, _ rest: [String]) -> Endpoint {
         guard let first = rest.first else { return .document(database, id) }
         if id.isDesign, first.hasPrefix("_") { return .designResource(database, id, first) }
@@ -97,12 +201,20 @@ public enum Endpoint: Sendable, Equatable {
         case .document(_, let id): id.isLocal ? .localDocument : .document
         case .attachment: .attachment
         case .designResource: .designResource
+        case .scheduler(let resource):
+            switch resource {
+            case .jobs: .scheduler(.jobs)
+            case .job: .scheduler(.job)
+            case .documents: .scheduler(.documents)
+            case .document: .scheduler(.document)
+            }
+        case .node(_, let resource): .node(resource.route)
         }
     }
 
     public var databaseName: DatabaseName? {
         switch self {
-        case .server: nil
+        case .server, .scheduler, .node: nil
         case .database(let name), .databaseResource(let name, _), .document(let name, _),
              .attachment(let name, _, _), .designResource(let name, _, _): name
         }
@@ -118,4 +230,10 @@ enum RouteKey: Hashable, Sendable {
     case localDocument
     case attachment
     case designResource
+    case scheduler(SchedulerRoute)
+
+    enum SchedulerRoute: Hashable, Sendable {
+        case jobs, job, documents, document
+    }
+    case node(Endpoint.NodeRoute)
 }

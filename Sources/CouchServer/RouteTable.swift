@@ -17,6 +17,17 @@ enum RouteTable {
         .server(.session): [.GET: SessionRoutes.getSession, .POST: SessionRoutes.postSession, .DELETE: SessionRoutes.deleteSession],
         .server(.replicate): [.POST: ReplicateRoute.postReplicate],
         .server(.activeTasks): [.GET: ActiveTasksRoute.getActiveTasks],
+        .scheduler(.jobs): [.GET: SchedulerRoutes.getJobs],
+        .scheduler(.job): [.GET: SchedulerRoutes.getJob],
+        .scheduler(.documents): [.GET: SchedulerRoutes.getDocuments],
+        .scheduler(.document): [.GET: SchedulerRoutes.getDocument],
+        .server(.membership): [.GET: ServerRoutes.getMembership],
+        .server(.databasesInfo): [.GET: DatabasesInfoRoute.getDatabasesInfo, .POST: DatabasesInfoRoute.postDatabasesInfo],
+        .server(.databaseUpdates): [.GET: DatabaseUpdatesRoute.getDatabaseUpdates],
+        .server(.legacyStats): [.GET: ServerRoutes.getLegacyResource, .PUT: ServerRoutes.getLegacyResource,
+                                .POST: ServerRoutes.getLegacyResource, .DELETE: ServerRoutes.getLegacyResource],
+        .server(.legacyConfig): [.GET: ServerRoutes.getLegacyResource, .PUT: ServerRoutes.getLegacyResource,
+                                 .POST: ServerRoutes.getLegacyResource, .DELETE: ServerRoutes.getLegacyResource],
 
         .database: [
             .GET: DatabaseRoutes.getDatabase,

@@ -48,14 +48,14 @@ import Testing
 
         // The stop wrote a last checkpoint on both sides.
         let base = ReplicationID.baseID(ofJobID: jobID)
-        let checkpoint = try #require(try await a.call("GET", "/source/_local/\(base)").json["source_last_seq"]?.intValue)
-        #expect(try await b.call("GET", "/target/_local/\(base)").json["source_last_seq"] == JSONValue(checkpoint))
+        let checkpoint = try #require(sequenceNumber(try await a.call("GET", "/source/_local/\(base)").json["source_last_seq"]))
+        #expect(sequenceNumber(try await b.call("GET", "/target/_local/\(base)").json["source_last_seq"]) == checkpoint)
         #expect(checkpoint > 0 && checkpoint < Self.total)
         let writtenBefore = try await b.documentCount("target")
 
         let result = try await a.replicate(body).json
         let entry = try #require(result["history"]?[0])
-        #expect(entry["start_last_seq"] == JSONValue(checkpoint))
+        #expect(sequenceNumber(entry["start_last_seq"]) == checkpoint)
         #expect(entry["missing_checked"] == JSONValue(Self.total - checkpoint), "only what follows the checkpoint is looked at")
         #expect(entry["missing_found"] == JSONValue(Self.total - writtenBefore), "nothing already written is copied again")
         #expect(entry["docs_written"] == entry["missing_found"])
@@ -87,7 +87,7 @@ import Testing
         // The session after the restart began at a checkpoint, not at zero.
         let history = try #require(result["history"]?.arrayValue)
         #expect(history.count >= 2)
-        #expect((history[0]["start_last_seq"]?.intValue ?? 0) > 0)
+        #expect((sequenceNumber(history[0]["start_last_seq"]) ?? 0) > 0)
         // A new run finds nothing to do.
         #expect(try await a.replicate(.object(body)).json["no_changes"] == true)
     }
@@ -108,7 +108,7 @@ import Testing
         let writtenBefore = try await b.documentCount("target")
         let result = try await restarted.replicate(body).json
         let entry = try #require(result["history"]?[0])
-        let start = try #require(entry["start_last_seq"]?.intValue)
+        let start = try #require(sequenceNumber(entry["start_last_seq"]))
         #expect(start > 0)
         #expect(entry["missing_checked"] == JSONValue(Self.total - start), "\(result.serializedString())")
         #expect(entry["docs_written"] == JSONValue(Self.total - writtenBefore))

@@ -17,7 +17,7 @@ import Testing
         #expect(status == 200, "\(result.serializedString())")
         #expect(result["ok"] == true)
         #expect(result["session_id"]?.stringValue != nil)
-        #expect(result["source_last_seq"] == 250)
+        #expect(sequenceNumber(result["source_last_seq"]) == 250)
         #expect(result["replication_id_version"] == 4)
         let entry = try #require(result["history"]?[0])
         #expect(entry["session_id"] == result["session_id"])
@@ -26,9 +26,9 @@ import Testing
         #expect(entry["missing_checked"] == 250)
         #expect(entry["missing_found"] == 250)
         #expect(entry["doc_write_failures"] == 0)
-        #expect(entry["recorded_seq"] == 250)
+        #expect(sequenceNumber(entry["recorded_seq"]) == 250)
         #expect(entry["start_last_seq"] == 0)
-        #expect(entry["end_last_seq"] == 250)
+        #expect(sequenceNumber(entry["end_last_seq"]) == 250)
         #expect(entry["start_time"]?.stringValue?.hasSuffix(" GMT") == true)
         #expect(try await b.documentCount("target") == 250)
         #expect(try await a.revisionTrees("source") == b.revisionTrees("target"))
@@ -148,7 +148,7 @@ import Testing
             #expect(log["_id"] == JSONValue("_local/" + id.baseID))
             #expect(log["_rev"] == "0-1")
             #expect(log["session_id"] == first["session_id"])
-            #expect(log["source_last_seq"] == 30)
+            #expect(sequenceNumber(log["source_last_seq"]) == 30)
             #expect(log["replication_id_version"] == 4)
             #expect(log["history"]?.arrayValue?.count == 1)
             let keys = Set(log["history"]?[0]?.objectValue?.keys ?? [])
@@ -165,7 +165,7 @@ import Testing
         try await a.fill("db", count: 5, prefix: "more")
         let third = try await a.replicate(body).json
         #expect(third["history"]?.arrayValue?.count == 2)
-        #expect(third["history"]?[0]?["start_last_seq"] == 30)
+        #expect(sequenceNumber(third["history"]?[0]?["start_last_seq"]) == 30)
         #expect(third["history"]?[0]?["missing_checked"] == 5)
         #expect(third["history"]?[0]?["docs_written"] == 5)
         #expect(try await b.call("GET", "/db/_local/\(id.baseID)").json["_rev"] == "0-2")
@@ -173,7 +173,7 @@ import Testing
         var since = body.objectValue!
         since["since_seq"] = 25
         let fromSince = try await a.replicate(.object(since)).json
-        #expect(fromSince["history"]?[0]?["start_last_seq"] == 25)
+        #expect(fromSince["history"]?[0]?["start_last_seq"] == 25, "since_seq is kept as given")
         #expect(fromSince["history"]?[0]?["missing_checked"] == 10)
         #expect(fromSince["history"]?[0]?["missing_found"] == 0)
         // Without checkpoints, CouchDB's answer says so.
@@ -197,7 +197,7 @@ import Testing
                                                      "create_target": true, "selector": ["n": ["$gte": 35]]]).json
             #expect(result["ok"] == true, "\(result.serializedString())")
             #expect(try await replicator.documentCount("sel-" + suffix) == 5)
-            #expect(result["source_last_seq"] == 40, "the checkpoint follows the feed past filtered rows")
+            #expect(sequenceNumber(result["source_last_seq"]) == 40, "the checkpoint follows the feed past filtered rows")
         }
     }
 
@@ -241,14 +241,16 @@ import Testing
         try await b.call("PUT", "/db")
         try await a.fill("db", count: 20)
         try await a.fill("db", count: 3, prefix: "secret")
-        try b.databases.database(try DatabaseName("db")).validator = { proposed in
-            if proposed.documentID.rawValue.hasPrefix("secret") { throw CouchError(.forbidden, "no secrets here") }
+        b.server.functions.registerValidation("no-secrets") { arguments in
+            if arguments.newDocument["_id"]?.stringValue?.hasPrefix("secret") == true {
+                throw CouchError(.forbidden, "no secrets here")
+            }
         }
         let result = try await a.replicate(["source": "db", "target": JSONValue(b.url + "/db")]).json
         #expect(result["ok"] == true, "\(result.serializedString())")
         #expect(result["history"]?[0]?["docs_written"] == 20)
         #expect(result["history"]?[0]?["doc_write_failures"] == 3)
-        #expect(result["source_last_seq"] == 23, "a refused document does not hold the checkpoint back")
+        #expect(sequenceNumber(result["source_last_seq"]) == 23, "a refused document does not hold the checkpoint back")
         #expect(try await b.documentCount("db") == 20)
     }
 

@@ -91,7 +91,6 @@ import Testing
         defer { server.stop() }
         let cases = [
             #"{"_attachments":{"a":{"data":"not base64!"}}}"#,
-            #"{"_attachments":{"a":{"data":"aGVsbG8=","digest":"md5-AAAAAAAAAAAAAAAAAAAAAA=="}}}"#,
             #"{"_attachments":{"_a":{"data":"aGVsbG8="}}}"#,
             #"{"_attachments":{"a":{"content_type":"text/plain"}}}"#,
             #"{"_attachments":{"a":"text"}}"#,
@@ -101,7 +100,7 @@ import Testing
             #expect(response.status == 400, "\(body)")
             #expect(response.json["error"] == "bad_request", "\(body)")
         }
-        #expect(try server.json("GET", "/db").json["update_seq"] == 0)
+        #expect(sequenceNumber(try server.json("GET", "/db").json["update_seq"]) == 0)
         #expect(try attachmentFiles().isEmpty)
         #expect(try server.request("PUT", "/db/doc/_bad", body: "x").status == 400)
         #expect(try server.request("PUT", "/db/doc/file?rev=1-nope", body: "x").status == 409)

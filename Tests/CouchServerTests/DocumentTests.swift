@@ -51,7 +51,7 @@ import Testing
         #expect(rev4.hasPrefix("4-"))
         let info = try server.json("GET", "/db").json
         #expect(info["doc_count"] == 1)
-        #expect(info["update_seq"] == 4)
+        #expect(sequenceNumber(info["update_seq"]) == 4)
     }
 
     @Test func batchOkAnswersAcceptedWithoutARevision() throws {
@@ -68,8 +68,10 @@ import Testing
         defer { other.stop() }
         try other.createDatabase("db")
         let here = try server.put("db", "same", #"{"x":{"b":1,"a":2}}"#)
-        let there = try other.put("db", "same", #"{"x":{"a":2,"b":1}}"#)
+        let there = try other.put("db", "same", #"{"x":{"b":1,"a":2}}"#)
         #expect(here == there)
+        // Member order is part of the body CouchDB hashes.
+        #expect(try other.put("db", "reordered", #"{"x":{"a":2,"b":1}}"#) != here)
         #expect(try server.put("db", "same", #"{"_rev":"\#(here)","y":1}"#) == other.put("db", "same", #"{"_rev":"\#(there)","y":1}"#))
         #expect(try server.put("db", "different", #"{"x":1}"#) != server.put("db", "different2", #"{"x":2}"#))
     }
@@ -108,7 +110,7 @@ import Testing
             ("PUT", "/db/_bad", "{}", 400, "illegal_docid"),
             ("GET", "/db/_bad", nil, 400, "illegal_docid"),
             ("PUT", "/missing/doc", "{}", 404, "not_found"),
-            ("GET", "/db/doc?revs=maybe", nil, 400, "query_parse_error"),
+            ("GET", "/db/_all_docs?descending=maybe", nil, 400, "query_parse_error"),
             ("PUT", "/db/doc", "{\"a\":\"\u{1}\"}", 400, "bad_request"),
             ("PUT", "/db/doc", String(repeating: "[", count: 100_000), 400, "bad_request"),
         ]
@@ -120,7 +122,7 @@ import Testing
         }
         // Nothing was written by any of them.
         #expect(try server.json("GET", "/db").json["doc_count"] == 0)
-        #expect(try server.json("GET", "/db").json["update_seq"] == 0)
+        #expect(sequenceNumber(try server.json("GET", "/db").json["update_seq"]) == 0)
     }
 
     @Test func idsWithSlashesUnicodeAndDesignDocuments() throws {
@@ -148,7 +150,7 @@ import Testing
         #expect([rev2, "2-aaaa"].max { RevisionID($0)! < RevisionID($1)! } == winner)
         #expect(doc["_conflicts"]?.arrayValue?.count == 1)
         #expect(doc["_deleted_conflicts"] == ["2-0000"])
-        #expect(try doc["_local_seq"] == server.json("GET", "/db").json["update_seq"])
+        #expect(try doc["_local_seq"]?.intValue == sequenceNumber(server.json("GET", "/db").json["update_seq"]))
         #expect(doc["_revisions"]?["start"] == 2)
         #expect(doc["_revs_info"]?.arrayValue?.map { $0["status"]?.stringValue } == ["available", "available"])
 
@@ -183,7 +185,7 @@ import Testing
         #expect(try server.json("PUT", "/db/_local%2Fcp=1._x", body: #"{"_rev":"0-1","x":2}"#).json["rev"] == "0-2")
         #expect(try server.json("GET", "/db/_all_docs").json["rows"] == [])
         #expect(try server.json("GET", "/db/_changes").json["results"] == [])
-        #expect(try server.json("GET", "/db").json["update_seq"] == 0)
+        #expect(sequenceNumber(try server.json("GET", "/db").json["update_seq"]) == 0)
         #expect(try server.json("DELETE", "/db/_local/cp=1._x?rev=0-2").status == 200)
         #expect(try server.json("GET", "/db/_local/cp=1._x").status == 404)
     }

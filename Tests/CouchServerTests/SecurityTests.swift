@@ -146,14 +146,18 @@ import Testing
         switch route {
         case .server(let resource):
             switch resource {
-            case .root, .allDatabases, .uuids, .up, .session, .replicate, .activeTasks: return nil
+            case .root, .allDatabases, .uuids, .up, .session, .replicate, .activeTasks, .membership,
+                 .databasesInfo, .databaseUpdates, .legacyStats, .legacyConfig: return nil
             }
+        case .node: return nil
         case .database: return "/secured"
         case .databaseResource(let resource): return "/secured/" + resource.rawValue
         case .document: return "/secured/walk-doc"
         case .localDocument: return "/secured/_local/walk"
         case .attachment: return "/secured/walk-doc/file.txt"
         case .designResource: return "/secured/_design/walk/_view/v"
+        // Server-level: admin-only whatever the database's `_security`.
+        case .scheduler: return nil
         }
     }
 

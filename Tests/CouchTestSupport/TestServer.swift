@@ -37,6 +37,7 @@ public final class TestServer: @unchecked Sendable {
 
     /// Stops listening; keeps the data directory when `keepData` (to restart on it).
     public func stop(keepData: Bool = false) {
+        server.shutdown()
         listener.stop()
         if !keepData { try? FileManager.default.removeItem(atPath: directory) }
     }
@@ -112,4 +113,11 @@ enum TestLogging {
             return handler
         }
     }()
+}
+
+/// The number of a sequence as the server writes it (`"12-g2wA..."`): nil unless it is
+/// CouchDB 3's string form, so tests also check the form.
+public func sequenceNumber(_ value: JSONValue?) -> Int? {
+    guard let text = value?.stringValue, text.contains("-") else { return nil }
+    return UpdateSequence(parsing: text)?.number
 }

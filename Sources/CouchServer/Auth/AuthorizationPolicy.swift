@@ -38,6 +38,15 @@ enum AuthorizationPolicy {
             case .replicate, .activeTasks: return .serverAdmin
             // CouchDB 3: `[chttpd] admin_only_all_dbs = true`.
             case .allDatabases: return .serverAdmin
+            // CouchDB 3: `_dbs_info` follows `admin_only_all_dbs`; the rest are admin-only
+            // (`_stats` and `_config` at the root are admin-only before being refused).
+            case .databasesInfo, .membership, .databaseUpdates, .legacyStats, .legacyConfig: return .serverAdmin
+            }
+        // `/_node/...`: configuration, statistics and system facts are for server admins.
+        case .node(let resource):
+            switch resource {
+            case .name, .config, .configSection, .configKey, .configReload, .stats, .system, .versions, .prometheus:
+                return .serverAdmin
             }
         case .database:
             switch method {
@@ -56,6 +65,11 @@ enum AuthorizationPolicy {
             }
         case .document, .attachment, .localDocument, .designResource:
             return .member
+        // Jobs name their peers and documents; CouchDB's `_scheduler` is for server admins.
+        case .scheduler(let resource):
+            switch resource {
+            case .jobs, .job, .documents, .document: return .serverAdmin
+            }
         }
     }
 
@@ -94,7 +108,7 @@ enum AuthorizationPolicy {
         case .database(let database) where database == UsersDatabase.name && (method == .GET || method == .HEAD):
             // Its information counts the users (POST, a sign-up, follows the document rules).
             return .serverAdmin
-        case .server, .database, .databaseResource, .designResource:
+        case .server, .database, .databaseResource, .designResource, .scheduler, .node:
             return base
         }
     }
@@ -158,6 +172,11 @@ enum AuthorizationPolicy {
                            hasher: PasswordHasher, newEdits: Bool) throws -> DocumentEdit {
         guard let id = edit.id else { return edit }
         if id.isDesign { try requireDatabaseAdmin(user, access) }
+        if database.name.isReplicator, !id.isLocal, !id.isDesign {
+            return try ReplicatorDatabaseRules.prepare(
+                edit, id: id, parent: try parentBody(of: edit, id: id, in: database, newEdits: newEdits), user: user,
+                isAdmin: access.isAdmin || user.isServerAdmin)
+        }
         guard database.name == UsersDatabase.name, !id.isLocal else { return edit }
         return try UsersDatabase.prepare(edit, parent: try parentBody(of: edit, id: id, in: database, newEdits: newEdits),
                                          user: user, isAdmin: access.isAdmin, hasher: hasher)

@@ -1,4 +1,6 @@
 import CouchCore
+import CouchFunctions
+import CouchReplication
 
 /// Everything a server can be told, in one place: the listener (address, port, threads
 /// and connection limits), document size, authentication and CORS. Filled from defaults
@@ -12,6 +14,11 @@ public struct ServerConfiguration: Sendable {
     public var maximumDocumentSize = 8_000_000
     public var authentication = AuthenticationConfiguration()
     public var cors = CORSConfiguration()
+    /// Design-document functions' limits: `[query_server_config] os_process_timeout`
+    /// (milliseconds in the file, 5000) and `[couchette] function_memory_limit` (bytes of heap).
+    public var functions = FunctionLimits()
+    /// CouchDB's `[replicator]` `max_jobs`, `interval` (ms) and `max_churn`.
+    public var replicator = ReplicationScheduler.Configuration()
 
     public init() {}
 
@@ -29,6 +36,9 @@ public struct ServerConfiguration: Sendable {
         }
         guard authentication.sessionTimeout > 0 else { throw ConfigurationError("the session timeout must be positive") }
         guard maximumDocumentSize > 0 else { throw ConfigurationError("max_document_size must be positive") }
+        guard replicator.maxJobs >= 0, replicator.maxChurn >= 0, replicator.intervalMilliseconds > 0 else {
+            throw ConfigurationError("[replicator] max_jobs and max_churn must not be negative, interval must be positive")
+        }
     }
 }
 
@@ -134,6 +144,17 @@ extension ServerConfiguration {
         if let seconds = try int("idle_timeout", "couchette") { listener.idleTimeoutSeconds = seconds }
         if let size = try int("max_url_length", "couchette") { listener.maximumURLLength = size }
         if let size = try int("max_header_size", "couchette") { listener.maximumHeaderSize = size }
+        if let milliseconds = try int("os_process_timeout", "query_server_config") {
+            guard milliseconds > 0 else { throw ConfigurationError("os_process_timeout must be positive") }
+            functions.timeout = Double(milliseconds) / 1000
+        }
+        if let bytes = try int("function_memory_limit", "couchette") {
+            guard bytes >= 16 * 1024 * 1024 else { throw ConfigurationError("function_memory_limit must be at least 16777216") }
+            functions.memory = bytes
+        }
+        if let jobs = try int("max_jobs", "replicator") { replicator.maxJobs = jobs }
+        if let interval = try int("interval", "replicator") { replicator.intervalMilliseconds = interval }
+        if let churn = try int("max_churn", "replicator") { replicator.maxChurn = churn }
 
         if let text = file.value("default_security", in: "couchdb") {
             switch text {

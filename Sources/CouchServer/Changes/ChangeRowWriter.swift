@@ -2,7 +2,7 @@ import CouchCore
 import CouchStore
 
 /// Writes one `_changes` row the way CouchDB does:
-/// `{"seq":N,"id":"…","changes":[{"rev":"…"}],"deleted":true,"doc":{…}}`.
+/// `{"seq":"N-…","id":"…","changes":[{"rev":"…"}],"deleted":true,"doc":{…}}`.
 struct ChangeRowWriter: Sendable {
     let allLeaves: Bool
     let includeDocs: Bool
@@ -11,7 +11,7 @@ struct ChangeRowWriter: Sendable {
 
     func append(_ row: ChangeRow, to output: inout [UInt8]) throws {
         output.append(contentsOf: #"{"seq":"#.utf8)
-        output.append(contentsOf: String(row.sequence).utf8)
+        UpdateSequence(row.sequence).appendJSON(to: &output)
         output.append(contentsOf: #","id":"#.utf8)
         JSONWriter.appendString(row.id.rawValue, to: &output)
         output.append(contentsOf: #","changes":["#.utf8)

@@ -29,7 +29,7 @@ final class AllDocumentsStream: ResponseStream, @unchecked Sendable {
 
     static func prelude(total: Int, offset: Int, updateSequence: Int?) -> [UInt8] {
         var text = #"{"total_rows":\#(total),"offset":\#(offset)"#
-        if let updateSequence { text += #","update_seq":\#(updateSequence)"# }
+        if let updateSequence { text += #","update_seq":\#(UpdateSequence(updateSequence).json.serializedString())"# }
         return Array((text + #","rows":["#).utf8)
     }
 

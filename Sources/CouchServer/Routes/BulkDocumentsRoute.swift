@@ -18,6 +18,10 @@ enum BulkDocumentsRoute {
         let edits = try docs.map { json throws -> DocumentEdit in
             var edit = try DocumentEdit(json: json)
             if edit.id == nil, newEdits { edit.id = DocumentID(Digest.randomHex(bytes: 16)) }
+            // CouchDB refuses the whole request (`chttpd_db:validate_revs`).
+            if !newEdits, edit.revision == nil, edit.id?.isLocal != true {
+                throw CouchError.badRequest("When `new_edits: false`, the document needs `_rev` or `_revisions` specified")
+            }
             return edit
         }
         // Each document passes the authorization policy's write check; a refused one
@@ -25,7 +29,7 @@ enum BulkDocumentsRoute {
         let database = try context.database()
         let authorized = try context.authorizedEdits(edits, in: database, newEdits: newEdits)
         let accepted = authorized.compactMap { try? $0.get() }
-        var written = (accepted.isEmpty ? [] : try database.bulkUpdate(accepted, newEdits: newEdits)).makeIterator()
+        var written = (accepted.isEmpty ? [] : try database.bulkUpdate(accepted, newEdits: newEdits, as: context.user)).makeIterator()
         let results = authorized.map { result -> WriteResult in
             switch result {
             case .success: written.next() ?? .failure(CouchError.internalError("missing write result"))

@@ -12,7 +12,10 @@ enum LocalDocumentRoutes {
         let id = try context.documentID
         var edit = try DocumentEdit(json: try context.jsonBody())
         edit.id = id
-        edit.revision = try DocumentRoutes.reconcileRevision(body: edit.revision, request: try context.revisionOption())
+        // A local document has no revision tree: `_revisions` is ignored, only `_rev` counts.
+        edit.revisionField = try DocumentRoutes.reconcileRevision(body: edit.revisionField, request: try context.revisionOption())
+        edit.revision = edit.revisionField
+        edit.history = nil
         let revision = try context.database().update(edit)
         return .json(201, DocumentJSON.writeResult(id: id, revision: revision))
     }

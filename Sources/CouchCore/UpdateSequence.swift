@@ -1,0 +1,88 @@
+/// A position in a database's change history. Couchette counts changes with an integer;
+/// it writes them as CouchDB 3 does, as an opaque string `"<number>-<opaque>"` (`seq`,
+/// `last_seq`, `update_seq`, `purge_seq`, checkpoints), and reads back every form a client
+/// may send as `since`: such a string, a bare number, or a CouchDB 3 cluster's string.
+///
+/// The opaque part is what a single-shard CouchDB 3 database would write: the URL-safe
+/// base64 of the Erlang term `[{Node, [0, 4294967295], {Number, <<>>, Node}}]`. Couchette
+/// reads only the leading number.
+public struct UpdateSequence: Sendable, Hashable, Comparable, CustomStringConvertible {
+    public let number: Int
+
+    public init(_ number: Int) { self.number = number }
+
+    public static func < (lhs: UpdateSequence, rhs: UpdateSequence) -> Bool { lhs.number < rhs.number }
+
+    /// CouchDB 3's text: `"12-g2wAAAAB..."`.
+    public var description: String {
+        var term = ExternalTermWriter()
+        term.listHeader(1)
+        term.tupleHeader(3)
+        term.atom("nonode@nohost")
+        term.listHeader(2)
+        term.integer(0)
+        term.integer(4_294_967_295)
+        term.endList()
+        term.tupleHeader(3)
+        term.integer(number)
+        term.binary([UInt8]())
+        term.atom("nonode@nohost")
+        term.endList()
+        return "\(number)-" + Self.base64URL(term.bytes)
+    }
+
+    public var json: JSONValue { .string(description) }
+
+    /// Appends the sequence as a JSON string.
+    public func appendJSON(to output: inout [UInt8]) {
+        output.append(UInt8(ascii: "\""))
+        output.append(contentsOf: description.utf8)
+        output.append(UInt8(ascii: "\""))
+    }
+
+    /// The number of a sequence as a client sends it back: `12`, `"12"`, `12-g1AAAA...` or
+    /// `"12-g1AAAA..."` (with the quotes of its JSON form); nil when there is no leading number.
+    public init?(parsing raw: String) {
+        var text = Substring(raw)
+        if text.count >= 2, text.first == "\"", text.last == "\"" { text = text.dropFirst().dropLast() }
+        let digits = text.utf8.prefix { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
+        guard !digits.isEmpty, let value = Int(Substring(digits)) else { return nil }  // nil past Int.max
+        let rest = text.utf8.dropFirst(digits.count)
+        guard rest.isEmpty || rest.first == UInt8(ascii: "-") else { return nil }
+        self.init(value)
+    }
+
+    /// The number of a sequence in a JSON document (a checkpoint, a request body).
+    public init?(json: JSONValue) {
+        switch json {
+        case .number(let number):
+            guard let value = number.intValue, value >= 0 else { return nil }
+            self.init(value)
+        case .string(let text): self.init(parsing: text)
+        default: return nil
+        }
+    }
+
+    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+
+    /// RFC 4648 §5 without padding, as CouchDB's `couch_util:encodeBase64Url`.
+    static func base64URL(_ bytes: [UInt8]) -> String {
+        var output: [UInt8] = []
+        output.reserveCapacity((bytes.count * 4 + 2) / 3)
+        var index = 0
+        while index + 2 < bytes.count {
+            let chunk = UInt32(bytes[index]) << 16 | UInt32(bytes[index + 1]) << 8 | UInt32(bytes[index + 2])
+            for shift in [18, 12, 6, 0] { output.append(alphabet[Int(chunk >> UInt32(shift) & 63)]) }
+            index += 3
+        }
+        let remaining = bytes.count - index
+        if remaining == 1 {
+            let chunk = UInt32(bytes[index]) << 16
+            for shift in [18, 12] { output.append(alphabet[Int(chunk >> UInt32(shift) & 63)]) }
+        } else if remaining == 2 {
+            let chunk = UInt32(bytes[index]) << 16 | UInt32(bytes[index + 1]) << 8
+            for shift in [18, 12, 6] { output.append(alphabet[Int(chunk >> UInt32(shift) & 63)]) }
+        }
+        return String(decoding: output, as: UTF8.self)
+    }
+}

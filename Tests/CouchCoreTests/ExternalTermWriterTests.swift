@@ -1,0 +1,49 @@
+import CouchCore
+import Testing
+
+/// Bytes `term_to_binary(Term, [{minor_version, 1}])` gives in Erlang, written out by hand
+/// from the external term format's specification.
+@Suite struct ExternalTermWriterTests {
+    private func encoded(_ build: (inout ExternalTermWriter) -> Void) -> [UInt8] {
+        var writer = ExternalTermWriter()
+        build(&writer)
+        return writer.bytes
+    }
+
+    @Test func atomsAndIntegersOfEverySize() {
+        #expect(encoded { $0.bool(true) } == [131, 100, 0, 4, 116, 114, 117, 101])
+        #expect(encoded { $0.integer(255) } == [131, 97, 255])
+        #expect(encoded { $0.integer(256) } == [131, 98, 0, 0, 1, 0])
+        #expect(encoded { $0.integer(-1) } == [131, 98, 255, 255, 255, 255])
+        #expect(encoded { $0.integer(4_294_967_296) } == [131, 110, 5, 0, 0, 0, 0, 0, 1])
+        #expect(encoded { $0.integer(-2_147_483_649) } == [131, 110, 4, 1, 1, 0, 0, 128])
+        #expect(encoded { $0.integer(Int.min) } == [131, 110, 8, 1, 0, 0, 0, 0, 0, 0, 0, 128])
+        // 2^64 from decimal text: nine base-256 digits.
+        #expect(encoded { $0.integer(decimal: "18446744073709551616"[...].utf8) } == [131, 110, 9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1])
+        #expect(encoded { $0.integer(decimal: "-300"[...].utf8) } == [131, 98, 255, 255, 254, 212])
+    }
+
+    @Test func floatsListsAndBodies() throws {
+        #expect(encoded { $0.float(1.5) } == [131, 70, 63, 248, 0, 0, 0, 0, 0, 0])
+        // A JSON array of small integers is a byte string (STRING_EXT); any other a list.
+        #expect(encoded { $0.json([1, 2, 3]) } == [131, 107, 0, 3, 1, 2, 3])
+        #expect(encoded { $0.json([1, 300]) } == [131, 108, 0, 0, 0, 2, 97, 1, 98, 0, 0, 1, 44, 106])
+        #expect(encoded { $0.json([]) } == [131, 106])
+        #expect(encoded { $0.json(try! JSONValue.parse(Array("1.0".utf8))) } == [131, 70, 63, 240, 0, 0, 0, 0, 0, 0])
+        // {[{<<"a">>, null}]} and {[]}.
+        #expect(encoded { $0.json(["a": nil]) } == [131, 104, 1, 108, 0, 0, 0, 1, 104, 2, 109, 0, 0, 0, 1, 97,
+                                                    100, 0, 4, 110, 117, 108, 108, 106])
+        #expect(encoded { $0.json([:]) } == [131, 104, 1, 106])
+    }
+
+    @Test func revisionDigestsAreHeldAsCouchDBHoldsThem() throws {
+        let hex = try #require(RevisionID("1-806DB366BC1BA3EBEF40F4B7C63A53AF"))
+        #expect(hex.description == "1-806db366bc1ba3ebef40f4b7c63a53af")
+        #expect(hex.digestBinary.count == 16 && hex.digestBinary.first == 0x80)
+        #expect(RevisionID("1-abc")?.digestBinary == Array("abc".utf8))
+        #expect(RevisionID("1-")?.digest == "")
+        // A hex digest compares as the bytes it encodes: 0x80... sorts after "a" (0x61).
+        #expect(try #require(RevisionID("1-a")) < hex)
+        #expect(try #require(RevisionID("1-0000000000000000000000000000000f")) < RevisionID("1-a")!)
+    }
+}

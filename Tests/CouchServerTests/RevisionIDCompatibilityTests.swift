@@ -1,0 +1,52 @@
+import CouchCore
+import CouchTestSupport
+import Foundation
+import Testing
+
+/// Revision IDs as Apache CouchDB 3 computes them (`couch_db:new_revid`). The first pair was
+/// computed by CouchDB 3.4; the others by CouchDB's algorithm (MD5 of
+/// `term_to_binary([Deleted, OldStart, OldRev, Body, Atts], [{minor_version, 1}])`) worked out
+/// independently of this code.
+@Suite struct RevisionIDCompatibilityTests {
+    let server: TestServer
+
+    init() throws {
+        server = try TestServer()
+        try server.createDatabase("db")
+    }
+
+    @Test func newUpdateAndDeleteMatchCouchDB() throws {
+        defer { server.stop() }
+        let first = try server.put("db", "doc", #"{"v":"1"}"#)
+        #expect(first == "1-806db366bc1ba3ebef40f4b7c63a53af")
+        let second = try server.put("db", "doc", #"{"_rev":"\#(first)","v":"2"}"#)
+        #expect(second == "2-8ef50bd631ee32d350edd37cd66f2e31")
+        // DELETE writes `{"_deleted": true}` alone: an empty body, no attachments.
+        let (status, deleted) = try server.json("DELETE", "/db/doc?rev=\(second)")
+        #expect(status == 200)
+        #expect(deleted["rev"] == "3-06c14718be9fa2860524d88c587a491b")
+        // The same edit on another node gives the same revision: no false conflict.
+        #expect(try server.put("db", "twin", #"{"v":"1"}"#) == first)
+    }
+
+    @Test func bodiesOfEveryShape() throws {
+        defer { server.stop() }
+        let numbers = #"{"i":1,"n":-1,"b":256,"big":4294967296,"huge":123456789012345678901234567890,"#
+            + #""neg":-123456789012345678901234567890,"f":1.5,"e":1e3,"z":-0.0,"l":[1,2,3],"m":[1,300],"#
+            + #""empty":[],"o":{},"t":true,"f2":false,"nul":null}"#
+        #expect(try server.put("db", "numbers", numbers) == "1-15e6ffd46a3f7d91bce85254b85313fe")
+        #expect(try server.put("db", "unicode", #"{"ü":"日本","emoji":"\ud83d\ude00 \"q\""}"#)
+                == "1-601d818894b201f850867e199dd17911")
+        #expect(try server.put("db", "nested", #"{"a":{"b":{"c":[{"d":1}]}}}"#) == "1-b0466cd0b802fc9883e6deb4d000c823")
+        // Attachments count by name, type and MD5, in the reverse of the document's order.
+        let png = Data([0x89, 0x50, 0x4e, 0x47]).base64EncodedString()
+        let hello = Data("hello".utf8).base64EncodedString()
+        let withAttachments = #"{"k":"v","_attachments":{"a.bin":{"data":"\#(hello)"},"#
+            + #""b.png":{"content_type":"image/png","data":"\#(png)"}}}"#
+        #expect(try server.put("db", "atts", withAttachments) == "1-abca4bcb25b6b8d9b39e5c4d4578c3d6")
+        // A parent whose digest is not hex is hashed as its text.
+        let (replicated, _) = try server.json("PUT", "/db/nonhex?new_edits=false", body: #"{"_rev":"1-abc","v":"w"}"#)
+        #expect(replicated == 201)
+        #expect(try server.put("db", "nonhex", #"{"_rev":"1-abc","v":"x"}"#) == "2-0e755a535fd6ca6aeb5b2a41df05e853")
+    }
+}
