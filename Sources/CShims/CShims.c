@@ -12,7 +12,8 @@ static size_t keep_escaped(void *cls, struct MHD_Connection *c, char *s) {
 
 struct MHD_Daemon *couchette_mhd_start(const couchette_mhd_options *o,
                                        MHD_AccessHandlerCallback handler, void *handler_context,
-                                       MHD_RequestCompletedCallback completed, void *completed_context) {
+                                       MHD_RequestCompletedCallback completed, void *completed_context,
+                                       MHD_NotifyConnectionCallback notify, void *notify_context) {
     struct sockaddr_in address;
     memset(&address, 0, sizeof(address));
     address.sin_family = AF_INET;
@@ -25,6 +26,7 @@ struct MHD_Daemon *couchette_mhd_start(const couchette_mhd_options *o,
                             MHD_OPTION_CONNECTION_TIMEOUT, o->connection_timeout_seconds,
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, o->connection_memory_limit,
                             MHD_OPTION_NOTIFY_COMPLETED, completed, completed_context,
+                            MHD_OPTION_NOTIFY_CONNECTION, notify, notify_context,
                             MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, NULL,
                             MHD_OPTION_END);
 }

@@ -18,6 +18,8 @@ public struct ListenerConfiguration: Sendable {
     public var maximumURLLength = 16 * 1024
     /// Request headers, names and values together; larger ones answer 431.
     public var maximumHeaderSize = 16 * 1024
+    /// Seconds a new connection has to send its first request's head, however it trickles.
+    public var headerTimeoutSeconds = 30.0
     public init() {}
 }
 
@@ -31,6 +33,16 @@ public final class Listener: @unchecked Sendable {
     let logger = Logger(label: "couchette.http")
     private let streamsLock = NSLock()
     private var streams: [ObjectIdentifier: StreamConnection] = [:]
+    private var acceptor: Acceptor?
+    private let connectionsLock = NSLock()
+    private var connectionCount = 0
+
+    /// Connections libmicrohttpd holds now (change feeds waiting included).
+    public var openConnectionCount: Int { connectionsLock.withLock { connectionCount } }
+
+    fileprivate func connectionOpened(_ opened: Bool) {
+        connectionsLock.withLock { connectionCount += opened ? 1 : -1 }
+    }
 
     public init(configuration: ListenerConfiguration, handler: RequestHandler) {
         self.configuration = configuration
@@ -51,7 +63,9 @@ public final class Listener: @unchecked Sendable {
             | MHD_ALLOW_SUSPEND_RESUME.rawValue | MHD_USE_TURBO.rawValue
             // Couchette writes Date itself, after the response's own headers: some clients
             // (python-couchdb) read a login's cookie from the first header, as CouchDB sends it.
-            | MHD_USE_SUPPRESS_DATE_NO_CLOCK.rawValue)
+            | MHD_USE_SUPPRESS_DATE_NO_CLOCK.rawValue
+            // Connections come from the `Acceptor`, once their first request's head is in.
+            | MHD_USE_NO_LISTEN_SOCKET.rawValue)
         options.port = UInt16(configuration.port)
         options.bind_address = address.s_addr
         options.thread_pool_size = UInt32(configuration.threadCount)
@@ -63,15 +77,39 @@ public final class Listener: @unchecked Sendable {
         options.connection_memory_limit = max(64 * 1024,
                                               configuration.maximumURLLength + configuration.maximumHeaderSize + 16 * 1024)
         let context = Unmanaged.passUnretained(self).toOpaque()
-        guard let daemon = couchette_mhd_start(&options, accessHandler, context, requestCompleted, context) else {
+        guard let daemon = couchette_mhd_start(&options, accessHandler, context, requestCompleted, context,
+                                               connectionNotified, context) else {
+            throw CouchError.internalError("cannot start the HTTP daemon")
+        }
+        let limits = Acceptor.Limits(headerDeadlineSeconds: configuration.headerTimeoutSeconds,
+                                     maximumURLLength: configuration.maximumURLLength,
+                                     maximumHeaderSize: configuration.maximumHeaderSize,
+                                     connectionLimit: configuration.connectionLimit)
+        let acceptor: Acceptor
+        do {
+            acceptor = try Acceptor(bindAddress: address, port: configuration.port, limits: limits,
+                                    openConnections: { [unowned self] in openConnectionCount }) { descriptor, peer in
+                var peer = peer
+                _ = withUnsafePointer(to: &peer) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                        MHD_add_connection(daemon, descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                    }
+                }
+            }
+        } catch {
+            MHD_stop_daemon(daemon)
             throw CouchError.internalError("cannot listen on \(configuration.bindAddress):\(configuration.port)")
         }
         self.daemon = daemon
-        port = Int(couchette_mhd_bound_port(daemon))
+        self.acceptor = acceptor
+        port = acceptor.port
+        acceptor.start()
     }
 
     public func stop() {
         guard let daemon else { return }
+        acceptor?.stop()
+        acceptor = nil
         // Suspended connections must be resumed before the daemon stops.
         streamsLock.lock()
         let open = Array(streams.values)
@@ -373,6 +411,12 @@ private let requestCompleted: MHD_RequestCompletedCallback = { context, _, state
     let listener = Unmanaged<Listener>.fromOpaque(context).takeUnretainedValue()
     listener.completed(state: raw)
     state?.pointee = nil
+}
+
+private let connectionNotified: MHD_NotifyConnectionCallback = { context, _, _, code in
+    guard let context else { return }
+    let listener = Unmanaged<Listener>.fromOpaque(context).takeUnretainedValue()
+    listener.connectionOpened(code.rawValue == 0)   // MHD_CONNECTION_NOTIFY_STARTED
 }
 
 private let collectHeader: MHD_KeyValueIterator = { context, _, key, value in
