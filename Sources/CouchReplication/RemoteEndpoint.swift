@@ -68,7 +68,19 @@ public final class RemoteEndpoint: DatabaseEndpoint, @unchecked Sendable {
         var retriedAuthentication = false
         while true {
             if Task.isCancelled { throw ReplicationError(.stopped, "stopped") }
-            let (authentication, epoch) = try await authenticator.headers(method: method, url: url)
+            let authentication: [(name: String, value: String)]
+            let epoch: Int
+            do {
+                (authentication, epoch) = try await authenticator.headers(method: method, url: url)
+            } catch where error.isTransient {
+                // The login failed (a 5xx, a dropped connection): nothing was sent yet, so any
+                // request may wait and try again, as for any other request's failure.
+                guard backoff.failures < retries else { throw error }
+                let wait = backoff.next()
+                logger.notice("Retrying the login to \(peer.displayURL) in \(Double(wait) / 1000) seconds due to error \(error.reason)")
+                try await ChangesReader.sleep(milliseconds: wait)
+                continue
+            }
             var headers: [(name: String, value: String)] = [("Accept", accept)]
             if body != nil || upload != nil { headers.append(("Content-Type", contentType)) }
             headers += peer.headers.map { ($0.name, $0.value) }
