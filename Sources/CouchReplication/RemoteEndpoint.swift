@@ -16,6 +16,23 @@ public final class RemoteEndpoint: DatabaseEndpoint, @unchecked Sendable {
     let authenticator: PeerAuthenticator
     private let lock = NSLock()
     private var bulkGetUnsupported = false
+    private var failureObserver: (@Sendable (ReplicationError?) -> Void)?
+    private var failing = false
+
+    /// Told of each failed attempt as it happens, and (with nil) of the next success, so a job
+    /// shows `offline`/`crashing` and its last error while a request is still being retried.
+    public func observeFailures(_ observer: @escaping @Sendable (ReplicationError?) -> Void) {
+        lock.withLock { failureObserver = observer }
+    }
+
+    func reportAttempt(_ failure: ReplicationError?) {
+        let observer: (@Sendable (ReplicationError?) -> Void)? = lock.withLock {
+            guard failure != nil || failing else { return nil }
+            failing = failure != nil
+            return failureObserver
+        }
+        observer?(failure)
+    }
 
     public init(peer: RemotePeer, client: HTTPClient, retries: Int = 5,
                 logger: Logger = Logger(label: "couchette.replication")) {
@@ -73,6 +90,7 @@ public final class RemoteEndpoint: DatabaseEndpoint, @unchecked Sendable {
             do {
                 (authentication, epoch) = try await authenticator.headers(method: method, url: url)
             } catch where error.isTransient {
+                reportAttempt(error)
                 // The login failed (a 5xx, a dropped connection): nothing was sent yet, so any
                 // request may wait and try again, as for any other request's failure.
                 guard backoff.failures < retries else { throw error }
@@ -96,6 +114,7 @@ public final class RemoteEndpoint: DatabaseEndpoint, @unchecked Sendable {
                         retriedAuthentication = true
                         continue
                     }
+                    reportAttempt(nil)
                     return answer
                 }
             } catch .cancelled {
@@ -108,6 +127,7 @@ public final class RemoteEndpoint: DatabaseEndpoint, @unchecked Sendable {
             } catch {
                 failure = ReplicationError(.requestFailed, "\(method) \(shownURL) failed: \(error)")
             }
+            reportAttempt(failure)
             guard retryable, backoff.failures < retries else { throw failure }
             let wait = backoff.next()
             logger.notice("Retrying \(method) request to \(shownURL) in \(Double(wait) / 1000) seconds due to error \(failure.reason)")
