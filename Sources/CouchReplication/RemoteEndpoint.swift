@@ -288,7 +288,12 @@ public final class RemoteEndpoint: DatabaseEndpoint, @unchecked Sendable {
         let body: JSONValue = ["docs": .array(docs), "latest": true, "revs": true, "attachments": false]
         let response = try await send("POST", "_bulk_get", query: [("latest", "true"), ("revs", "true"), ("attachments", "false")],
                                       body: body.serialized())
-        guard response.status == 200, let results = Self.json(response)?["results"]?.arrayValue else {
+        let parsed = response.status == 200 ? Self.json(response)?["results"]?.arrayValue : nil
+        if response.status == 200, parsed == nil {
+            // An answer that cannot be read: each document is fetched on its own instead.
+            return requests.map { .failed($0.id, $0.revision, "unreadable _bulk_get answer") }
+        }
+        guard response.status == 200, let results = parsed else {
             if (400..<500).contains(response.status) && response.status != 401 && response.status != 403 {
                 lock.withLock { bulkGetUnsupported = true }
                 logger.info("\(displayName) answered _bulk_get with \(response.status); fetching with open_revs instead")
@@ -321,7 +326,10 @@ public final class RemoteEndpoint: DatabaseEndpoint, @unchecked Sendable {
                                       query: [("revs", "true"), ("open_revs", list), ("latest", "true")])
         switch response.status {
         case 200:
-            guard let entries = Self.json(response)?.arrayValue else { throw unexpected(response, "GET \(id.rawValue)") }
+            guard let entries = Self.json(response)?.arrayValue else {
+                // This document's answer cannot be read (too deep, malformed): it fails, the job goes on.
+                return revisions.map { .failed(id, $0, "unreadable open_revs answer for \(id.rawValue)") }
+            }
             return entries.compactMap { entry in
                 if let document = entry["ok"]?.objectValue, let revision = ReplicatedRevision(document: document) {
                     return .found(revision)
@@ -335,6 +343,10 @@ public final class RemoteEndpoint: DatabaseEndpoint, @unchecked Sendable {
             return try await openRevisions(id, Array(revisions[..<half])) + openRevisions(id, Array(revisions[half...]))
         case 404:
             return revisions.map { .missing(id, $0) }
+        case 400..<500 where response.status != 401 && response.status != 403:
+            // A refusal of this one document (its URL too long, ...): counted, not retried forever.
+            let detail = Self.errorDetail(response)
+            return revisions.map { .failed(id, $0, "GET \(id.rawValue) failed: \(detail)") }
         default:
             throw unexpected(response, "GET \(id.rawValue)")
         }

@@ -31,3 +31,35 @@ import Testing
         _ = try await a.replicate(["source": JSONValue("\(b.url)/source"), "target": "target", "continuous": true, "cancel": true])
     }
 }
+
+/// A document the source cannot serve readably is counted as a failure; the job goes on.
+@Suite struct UnfetchableDocumentTests {
+    @Test func aDocumentThatCannotBeFetchedIsCountedAndSkipped() async throws {
+        let source = try LoopbackHTTPServer { request in
+            switch (request.method, request.path) {
+            case ("GET", "/db/"), ("GET", "/db"):
+                return .respond(.json(200, ["db_name": "db", "update_seq": 2, "instance_start_time": "0"]))
+            case ("GET", "/db/_changes"):
+                return .respond(.json(200, ["results": [
+                    ["seq": 1, "id": "good", "changes": [["rev": "1-a"]]],
+                    ["seq": 2, "id": "bad", "changes": [["rev": "1-b"]]]], "last_seq": 2]))
+            case ("POST", "/db/_bulk_get"):
+                return .respond(.json(200, ["results": "not what a peer sends"]))
+            case ("GET", "/db/good"):
+                return .respond(.json(200, [["ok": ["_id": "good", "_rev": "1-a", "_revisions": ["start": 1, "ids": ["a"]]]]]))
+            case ("GET", "/db/bad"):
+                return .respond(.json(414, ["error": "uri_too_long", "reason": "URL is too long"]))
+            default:
+                return .respond(.json(404, ["error": "not_found", "reason": "missing"]))
+            }
+        }
+        defer { source.stop() }
+        let target = try TestServer()
+        defer { target.stop() }
+        let result = try await target.replicate(["source": JSONValue("http://127.0.0.1:\(source.port)/db"), "target": "copy",
+                                                 "create_target": true, "use_checkpoints": false])
+        #expect(result.json["ok"] == true, "\(result.json)")
+        #expect(try await target.call("GET", "/copy/good").status == 200)
+        #expect(try await target.call("GET", "/copy/bad").status == 404)
+    }
+}
