@@ -21,6 +21,9 @@ import Testing
                                        body: ["_attachments": ["a.txt": ["content_type": "text/plain", "data": "aGVsbG8="]]])
             #expect(put.status == 201, "\(put.json)")
         }
+        // An ID with NUL is kept exactly: neither truncated nor aliased with "a".
+        #expect(try await a.call("PUT", "/source/a", body: ["plain": true]).status == 201)
+        #expect(try await a.call("PUT", "/source/a%00b", body: ["nul": true]).status == 201)
         // As deep as a document may nest (its own object is a level): accepted, and replicable.
         let deepest = try JSONValue.parse(Self.nested(JSONDepth.maximumDocument - 1))
         #expect(try await a.call("PUT", "/source/deep", body: ["v": deepest]).status == 201)
@@ -49,7 +52,9 @@ import Testing
                 #expect(attachment.status == 200 && attachment.text == "hello", "\(database)/\(id)")
             }
             #expect(try await server.call("GET", "/\(database)/deep").json["v"] == deepest)
-            #expect(try await server.call("GET", "/\(database)").json["doc_count"] == 3)
+            #expect(try await server.call("GET", "/\(database)/a%00b").json["nul"] == true)
+            #expect(try await server.call("GET", "/\(database)/a").json["plain"] == true)
+            #expect(try await server.call("GET", "/\(database)").json["doc_count"] == 5)
         }
     }
 }
