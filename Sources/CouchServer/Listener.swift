@@ -34,6 +34,8 @@ public final class Listener: @unchecked Sendable {
     private let streamsLock = NSLock()
     private var streams: [ObjectIdentifier: StreamConnection] = [:]
     private var acceptor: Acceptor?
+    /// Suspended feeds whose client hangs up are resumed, so that their connection closes.
+    private(set) var hangups: HangupWatcher?
     private let connectionsLock = NSLock()
     private var connectionCount = 0
 
@@ -102,6 +104,7 @@ public final class Listener: @unchecked Sendable {
         }
         self.daemon = daemon
         self.acceptor = acceptor
+        hangups = HangupWatcher()
         port = acceptor.port
         acceptor.start()
     }
@@ -116,6 +119,8 @@ public final class Listener: @unchecked Sendable {
         streamsLock.unlock()
         open.forEach { $0.finish() }
         MHD_stop_daemon(daemon)
+        hangups?.stop()
+        hangups = nil
         self.daemon = nil
     }
 
@@ -322,6 +327,7 @@ final class RequestState {
 final class StreamConnection: @unchecked Sendable {
     let stream: ResponseStream
     private let connection: OpaquePointer
+    private let descriptor: Int32
     private let lock = NSLock()
     private var suspended = false
     private var wakePending = false
@@ -333,6 +339,7 @@ final class StreamConnection: @unchecked Sendable {
         self.stream = stream
         self.connection = connection
         self.listener = listener
+        descriptor = couchette_mhd_connection_fd(connection)
     }
 
     func begin() {
@@ -358,6 +365,7 @@ final class StreamConnection: @unchecked Sendable {
             if wakePending || finished { return 0 }
             suspended = true
             MHD_suspend_connection(connection)
+            listener?.hangups?.watch(descriptor) { [weak self] in self?.finish() }
             return 0
         }
     }
@@ -367,6 +375,7 @@ final class StreamConnection: @unchecked Sendable {
         defer { lock.unlock() }
         if suspended && !closed {
             suspended = false
+            listener?.hangups?.unwatch(descriptor)
             MHD_resume_connection(connection)
         } else {
             wakePending = true
@@ -385,6 +394,7 @@ final class StreamConnection: @unchecked Sendable {
         lock.lock()
         closed = true
         lock.unlock()
+        listener?.hangups?.unwatch(descriptor)
         stream.close()
     }
 }

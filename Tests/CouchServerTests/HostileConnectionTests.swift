@@ -142,3 +142,65 @@ import Testing
         }
     }
 }
+
+/// Few descriptors: the server sheds load with CouchDB's 503 instead of going silent, recovers
+/// when clients leave, and stops cleanly with feeds waiting.
+@Suite struct DescriptorExhaustionTests {
+    @Test func feedsBeyondTheDescriptorLimitAreShedAndTheServerRecovers() throws {
+        let directory = TestServer.makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        // A hard limit of 320 open files: the server keeps 256 for itself, 64 for connections.
+        process.arguments = ["-c", "ulimit -n 320 && ulimit -Hn 320 && exec \"$0\" serve --port 0 --data-dir \"$1\"",
+                             ServerProcess.executable.path, directory]
+        let output = Pipe()
+        let errors = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        try process.run()
+        defer { if process.isRunning { process.terminate() } }
+        var banner = ""
+        while !banner.contains("\n") {
+            let data = output.fileHandleForReading.availableData
+            if data.isEmpty { break }
+            banner += String(decoding: data, as: UTF8.self)
+        }
+        let portText = try #require(banner.range(of: "127.0.0.1:").map { banner[$0.upperBound...].prefix { $0.isNumber } })
+        let port = try #require(Int(portText))
+        #expect(try httpRequest(port: port, "PUT", "/db").status == 201)
+
+        var feeds: [HTTPTestConnection] = []
+        var shed = 0
+        for _ in 0..<120 {
+            guard let feed = try? HTTPTestConnection(port: port, timeout: 5) else { shed += 1; continue }
+            if let head = try? feed.startStreaming("GET", "/db/_changes?feed=continuous&since=now&heartbeat=60000") {
+                if head.status == 200 { feeds.append(feed) } else { #expect(head.status == 503); shed += 1; feed.close() }
+            } else {
+                shed += 1
+                feed.close()
+            }
+        }
+        #expect(feeds.count >= 40 && feeds.count <= 64, "\(feeds.count) feeds held")
+        #expect(shed > 0)
+        let refused = try httpRequest(port: port, "GET", "/_up")
+        #expect(refused.status == 503)
+        #expect(try JSONValue.parse(refused.body)["error"] == "service_unavailable")
+        // Clients leave: the server answers again, and a write reaches the remaining feeds.
+        feeds.prefix(20).forEach { $0.close() }
+        Thread.sleep(forTimeInterval: 0.3)
+        #expect(try httpRequest(port: port, "GET", "/_up").status == 200)
+        #expect(try httpRequest(port: port, "PUT", "/db/doc", body: Array("{}".utf8)).status == 201)
+        let line = try feeds.last?.readLine(timeout: 5)
+        #expect(line?.contains("\"doc\"") == true)
+        // SIGTERM with feeds suspended: a clean, prompt exit.
+        process.terminate()
+        let deadline = Date().addingTimeInterval(5)
+        while process.isRunning, Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
+        #expect(!process.isRunning)
+        if !process.isRunning { #expect(process.terminationStatus == 0) }
+        feeds.forEach { $0.close() }
+        let log = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(log.contains("320 open files"))
+    }
+}
