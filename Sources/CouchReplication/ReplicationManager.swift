@@ -1,4 +1,5 @@
 import CouchCore
+import CouchFunctions
 import CouchStore
 import CurlClient
 import Foundation
@@ -11,6 +12,8 @@ import Logging
 public final class ReplicationManager: @unchecked Sendable {
     public let serverUUID: String
     private let databases: DatabaseManager?
+    /// Runs named filters on local sources.
+    private let functions: FunctionRuntime?
     private let clientConfiguration: HTTPClientConfiguration
     private let logger = Logger(label: "couchette.replication")
     private let lock = NSLock()
@@ -26,10 +29,11 @@ public final class ReplicationManager: @unchecked Sendable {
         set { lock.withLock { backoff = newValue } }
     }
 
-    public init(serverUUID: String, databases: DatabaseManager?,
+    public init(serverUUID: String, databases: DatabaseManager?, functions: FunctionRuntime? = nil,
                 clientConfiguration: HTTPClientConfiguration = ReplicationManager.defaultClientConfiguration) {
         self.serverUUID = serverUUID
         self.databases = databases
+        self.functions = functions
         self.clientConfiguration = clientConfiguration
     }
 
@@ -178,7 +182,7 @@ public final class ReplicationManager: @unchecked Sendable {
             guard let databases else {
                 throw ReplicationError(.badRequest, "`\(name.rawValue)` is not a URL and there are no local databases here")
             }
-            return LocalEndpoint(name: name, databases: databases)
+            return LocalEndpoint(name: name, databases: databases, functions: functions)
         case .remote(let remote):
             return RemoteEndpoint(peer: remote, client: client, retries: settings.retriesPerRequest, logger: logger)
         }

@@ -1,4 +1,5 @@
 import CouchCore
+import CouchFunctions
 import CouchReplication
 import CouchStore
 import Logging
@@ -12,6 +13,9 @@ public final class CouchServer: RequestHandler {
     let accessControl: AccessControl
     /// The replications started with `POST /_replicate`, listed by `GET /_active_tasks`.
     public let replications: ReplicationManager
+    /// Design documents' functions and the native ones an embedding application registers;
+    /// validates every write of `databases`.
+    public let functions: FunctionRuntime
     /// Owns every job (from `_replicate` and `_replicator` documents): `_scheduler/jobs`.
     public let scheduler: ReplicationScheduler
     /// Watches the replicator databases: `_scheduler/docs`.
@@ -23,8 +27,20 @@ public final class CouchServer: RequestHandler {
     public init(databases: DatabaseManager, configuration: ServerConfiguration) throws {
         self.databases = databases
         self.configuration = configuration
-        accessControl = try AccessControl(configuration: configuration, databases: databases)
-        replications = ReplicationManager(serverUUID: databases.serverUUID, databases: databases)
+        let accessControl = try AccessControl(configuration: configuration, databases: databases)
+        self.accessControl = accessControl
+        // Every database created from now on (`PUT /db`, a replication's `create_target`) gets the
+        // configured default security written into it, as CouchDB writes it at creation. System
+        // databases keep their own rules.
+        databases.observeCreations { database in
+            guard !database.name.isSystem else { return }
+            try? accessControl.secureNewDatabase(database)
+        }
+        functions = FunctionRuntime(limits: configuration.functions, securityObject: { database in
+            (try? accessControl.securityObject(of: database).json) ?? [:]
+        })
+        databases.validator = functions
+        replications = ReplicationManager(serverUUID: databases.serverUUID, databases: databases, functions: functions)
         scheduler = ReplicationScheduler(manager: replications, configuration: configuration.replicator)
         replicatorDatabase = ReplicatorDatabase(databases: databases, scheduler: scheduler)
         replicatorDatabase.start()

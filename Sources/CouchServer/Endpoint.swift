@@ -20,6 +20,8 @@ public enum Endpoint: Sendable, Equatable {
         case documents(DatabaseName?)
         case document(DatabaseName, DocumentID)
     }
+    /// `/_node/{node}/...`: the node name as written (`_local` or the real name) and what is asked.
+    case node(String, NodeResource)
 
     public enum ServerResource: String, Sendable, CaseIterable {
         case root = ""
@@ -29,6 +31,64 @@ public enum Endpoint: Sendable, Equatable {
         case session = "_session"
         case replicate = "_replicate"
         case activeTasks = "_active_tasks"
+        case membership = "_membership"
+        case databasesInfo = "_dbs_info"
+        case databaseUpdates = "_db_updates"
+        /// CouchDB 1's `/_stats` and `/_config`, gone in CouchDB 3 (see `ServerRoutes`).
+        case legacyStats = "_stats"
+        case legacyConfig = "_config"
+    }
+
+    /// What `/_node/{node}/...` names.
+    public enum NodeResource: Sendable, Equatable {
+        case name
+        case config
+        case configSection(String)
+        case configKey(String, String)
+        case configReload
+        case stats([String])
+        case system
+        case versions
+        case prometheus
+
+        /// The resource of `/_node/{node}/` + `rest`; `not_found` when there is none.
+        init(_ rest: ArraySlice<String>) throws(CouchError) {
+            let parts = Array(rest)
+            switch parts.first {
+            case nil: self = .name
+            case "_config":
+                switch parts.count {
+                case 1: self = .config
+                case 2: self = parts[1] == "_reload" ? .configReload : .configSection(parts[1])
+                case 3: self = .configKey(parts[1], parts[2])
+                default: throw CouchError.notFound("missing")
+                }
+            case "_stats": self = .stats(Array(parts.dropFirst()))
+            case "_system" where parts.count == 1: self = .system
+            case "_versions" where parts.count == 1: self = .versions
+            case "_prometheus" where parts.count == 1: self = .prometheus
+            default: throw CouchError.notFound("missing")
+            }
+        }
+
+        var route: NodeRoute {
+            switch self {
+            case .name: .name
+            case .config: .config
+            case .configSection: .configSection
+            case .configKey: .configKey
+            case .configReload: .configReload
+            case .stats: .stats
+            case .system: .system
+            case .versions: .versions
+            case .prometheus: .prometheus
+            }
+        }
+    }
+
+    /// A node resource without its parameters, the key of the route table.
+    public enum NodeRoute: Sendable, Hashable {
+        case name, config, configSection, configKey, configReload, stats, system, versions, prometheus
     }
 
     public enum DatabaseResource: String, Sendable, CaseIterable {
@@ -65,6 +125,11 @@ public enum Endpoint: Sendable, Equatable {
         }
         if decoded[0] == "_scheduler" {
             self = .scheduler(try Self.schedulerResource(Array(decoded.dropFirst())))
+            return
+        }
+        if decoded[0] == "_node" {
+            guard decoded.count > 1 else { throw CouchError.badRequest("Incomplete path to _node request") }
+            self = .node(decoded[1], try NodeResource(decoded.dropFirst(2)))
             return
         }
         let database = try DatabaseName(decoded[0])
@@ -143,12 +208,13 @@ public enum Endpoint: Sendable, Equatable {
             case .documents: .scheduler(.documents)
             case .document: .scheduler(.document)
             }
+        case .node(_, let resource): .node(resource.route)
         }
     }
 
     public var databaseName: DatabaseName? {
         switch self {
-        case .server, .scheduler: nil
+        case .server, .scheduler, .node: nil
         case .database(let name), .databaseResource(let name, _), .document(let name, _),
              .attachment(let name, _, _), .designResource(let name, _, _): name
         }
@@ -169,4 +235,5 @@ enum RouteKey: Hashable, Sendable {
     enum SchedulerRoute: Hashable, Sendable {
         case jobs, job, documents, document
     }
+    case node(Endpoint.NodeRoute)
 }

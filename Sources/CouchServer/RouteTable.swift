@@ -21,6 +21,13 @@ enum RouteTable {
         .scheduler(.job): [.GET: SchedulerRoutes.getJob],
         .scheduler(.documents): [.GET: SchedulerRoutes.getDocuments],
         .scheduler(.document): [.GET: SchedulerRoutes.getDocument],
+        .server(.membership): [.GET: ServerRoutes.getMembership],
+        .server(.databasesInfo): [.GET: DatabasesInfoRoute.getDatabasesInfo, .POST: DatabasesInfoRoute.postDatabasesInfo],
+        .server(.databaseUpdates): [.GET: DatabaseUpdatesRoute.getDatabaseUpdates],
+        .server(.legacyStats): [.GET: ServerRoutes.getLegacyResource, .PUT: ServerRoutes.getLegacyResource,
+                                .POST: ServerRoutes.getLegacyResource, .DELETE: ServerRoutes.getLegacyResource],
+        .server(.legacyConfig): [.GET: ServerRoutes.getLegacyResource, .PUT: ServerRoutes.getLegacyResource,
+                                 .POST: ServerRoutes.getLegacyResource, .DELETE: ServerRoutes.getLegacyResource],
 
         .database: [
             .GET: DatabaseRoutes.getDatabase,

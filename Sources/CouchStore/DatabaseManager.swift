@@ -10,7 +10,22 @@ public final class DatabaseManager: @unchecked Sendable {
     public let serverUUID: String
     private let lock = NSLock()
     private var open: [DatabaseName: Database] = [:]
+    private var installedValidator: DocumentValidator?
+    /// Checks every write to every database (design documents' validation functions, as
+    /// the server wires it); applies to databases already open and to those opened later.
+    public var validator: DocumentValidator? {
+        get { lock.withLock { installedValidator } }
+        set {
+            let databases = lock.withLock {
+                installedValidator = newValue
+                return Array(open.values)
+            }
+            for database in databases { database.validator = newValue }
+        }
+    }
     private let logger = Logger(label: "couchette.store")
+    /// Every database's creation, updates and deletion, for `GET /_db_updates`.
+    public let updates: DatabaseUpdateLog
     static let fileExtension = ".couch"
     private var creationObservers: [@Sendable (Database) -> Void] = []
 
@@ -23,11 +38,25 @@ public final class DatabaseManager: @unchecked Sendable {
     public init(directory: String) throws {
         self.directory = directory
         do {
-            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            // Owner only: the databases hold `_users`' password hashes.
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true,
+                                                    attributes: [.posixPermissions: 0o700])
         } catch {
             throw CouchError.internalError("cannot create data directory \(directory)")
         }
         serverUUID = try Self.loadOrCreateUUID(in: directory)
+        updates = try DatabaseUpdateLog(directory: directory)
+    }
+
+    /// Registers a database just opened: its commits become `updated` events.
+    private func opened(_ database: Database) -> Database {
+        let updates = self.updates, name = database.name
+        _ = database.notifier.observe { event in
+            if case .committed = event { updates.record(.updated, name) }
+        }
+        database.validator = installedValidator
+        open[database.name] = database
+        return database
     }
 
     private static func loadOrCreateUUID(in directory: String) throws -> String {
@@ -65,15 +94,15 @@ public final class DatabaseManager: @unchecked Sendable {
         }
         let database: Database
         do {
-            database = try Database(name: name, path: path, create: true)
+            database = opened(try Database(name: name, path: path, create: true))
         } catch {
             lock.unlock()
             throw error
         }
-        open[name] = database
         let observers = creationObservers
         lock.unlock()
         logger.info("created database \(name)")
+        updates.record(.created, name)
         observers.forEach { $0(database) }
         return database
     }
@@ -85,9 +114,7 @@ public final class DatabaseManager: @unchecked Sendable {
         if let database = open[name] { return database }
         let path = path(for: name)
         guard FileManager.default.fileExists(atPath: path) else { throw CouchError.databaseMissing }
-        let database = try Database(name: name, path: path, create: false)
-        open[name] = database
-        return database
+        return opened(try Database(name: name, path: path, create: false))
     }
 
     public func delete(_ name: DatabaseName) throws {
@@ -103,6 +130,7 @@ public final class DatabaseManager: @unchecked Sendable {
         try? FileManager.default.removeItem(atPath: Database.attachmentDirectory(for: path))
         lock.unlock()
         database?.notifier.post(.databaseDeleted)
+        updates.record(.deleted, name)
         logger.info("deleted database \(name)")
     }
 

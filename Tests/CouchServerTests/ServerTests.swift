@@ -23,7 +23,6 @@ import Testing
         let server = try TestServer()
         defer { server.stop() }
         for name in ["delta", "alpha", "charlie", "bravo", "a/b"] { try server.createDatabase(name.replacingOccurrences(of: "/", with: "%2F")) }
-        // `_replicator` exists from the first start, as in CouchDB.
         #expect(try server.json("GET", "/_all_dbs").json == ["_replicator", "a/b", "alpha", "bravo", "charlie", "delta"])
         #expect(try server.json("GET", "/_all_dbs?descending=true&limit=2").json == ["delta", "charlie"])
         #expect(try server.json("GET", "/_all_dbs?startkey=%22b%22&endkey=%22c%22").json == ["bravo"])

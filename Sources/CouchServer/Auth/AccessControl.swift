@@ -20,7 +20,10 @@ final class AccessControl: Sendable {
         self.configuration = configuration
         self.databases = databases
         let authentication = configuration.authentication
-        hasher = PasswordHasher(iterations: authentication.iterations)
+        hasher = PasswordHasher(iterations: authentication.iterations,
+                                iterationRange: max(1, authentication.minimumIterations)...max(1, authentication.minimumIterations,
+                                                                                               authentication.maximumIterations),
+                                concurrentChecks: max(1, configuration.listener.threadCount / 4))
         admins = try AdminRegistry.load(directory: databases.directory, adding: authentication.admins, hasher: hasher)
         if admins.isEmpty, !configuration.isLoopbackOnly {
             throw ConfigurationError("""
@@ -79,6 +82,12 @@ final class AccessControl: Sendable {
         case .adminOnly: return .adminOnly
         case .everyone: return .everyone
         }
+    }
+
+    /// A database created here gets the configured default written into it at once, as
+    /// CouchDB writes it at creation: changing `default_security` later leaves it as it is.
+    func secureNewDatabase(_ database: Database) throws {
+        try database.setSecurityObject(securityObject(of: database).json)
     }
 
     /// `_users` is created when first needed, as CouchDB's auth cache creates it.

@@ -38,6 +38,15 @@ enum AuthorizationPolicy {
             case .replicate, .activeTasks: return .serverAdmin
             // CouchDB 3: `[chttpd] admin_only_all_dbs = true`.
             case .allDatabases: return .serverAdmin
+            // CouchDB 3: `_dbs_info` follows `admin_only_all_dbs`; the rest are admin-only
+            // (`_stats` and `_config` at the root are admin-only before being refused).
+            case .databasesInfo, .membership, .databaseUpdates, .legacyStats, .legacyConfig: return .serverAdmin
+            }
+        // `/_node/...`: configuration, statistics and system facts are for server admins.
+        case .node(let resource):
+            switch resource {
+            case .name, .config, .configSection, .configKey, .configReload, .stats, .system, .versions, .prometheus:
+                return .serverAdmin
             }
         case .database:
             switch method {
@@ -87,12 +96,19 @@ enum AuthorizationPolicy {
             // only admins list or bulk-read the users database.
             case ("_users", .designDocuments), ("_users", .bulkGet):
                 return .serverAdmin
+            // Answers about documents one may not read (`possible_ancestors` tells which
+            // users exist): CouchDB's `_users` is for admins only.
+            case ("_users", .revisionsDifference), ("_users", .missingRevisions):
+                return .serverAdmin
             case ("_users", .security) where method == .PUT && !usersSecurityEditable:
                 return .refused(CouchError(.forbidden, "You can't edit the security object of the user database."))
             default:
                 return base
             }
-        case .server, .database, .databaseResource, .designResource, .scheduler:
+        case .database(let database) where database == UsersDatabase.name && (method == .GET || method == .HEAD):
+            // Its information counts the users (POST, a sign-up, follows the document rules).
+            return .serverAdmin
+        case .server, .database, .databaseResource, .designResource, .scheduler, .node:
             return base
         }
     }

@@ -44,7 +44,7 @@ enum ReplicateRoute {
     }
 
     private static func cancelled(_ id: ReplicationID?) -> HTTPResponse {
-        guard let id else { return .json(404, ["error": "not found"]) }
+        guard let id else { return .error(CouchError.notFound("missing")) }
         return .json(200, ["ok": true, "_local_id": JSONValue(id.jobID)])
     }
 
@@ -117,7 +117,7 @@ final class ReplicationAnswer: DeferredResponse, @unchecked Sendable {
                 let id = try await scheduler.manager.replicationID(for: settings)
                 if cancelling {
                     let cancelled = scheduler.cancel(id: id.jobID)
-                    deliver(cancelled == nil ? .json(404, ["error": "not found"])
+                    deliver(cancelled == nil ? .error(CouchError.notFound("missing"))
                                              : .json(200, ["ok": true, "_local_id": JSONValue(id.jobID)]))
                     return
                 }

@@ -1,7 +1,7 @@
 import CouchCore
 import CouchStore
 
-/// `/`, `/_all_dbs`, `/_uuids`, `/_up`.
+/// `/`, `/_all_dbs`, `/_uuids`, `/_up`, `/_membership`.
 enum ServerRoutes {
     static func getWelcome(_ context: RouteContext) throws -> HTTPResponse {
         .json(200, [
@@ -15,7 +15,13 @@ enum ServerRoutes {
     }
 
     static func getAllDatabases(_ context: RouteContext) throws -> HTTPResponse {
-        var names = context.server.databases.allNames().map(\.rawValue)
+        .json(200, .array(try listedNames(context).map { JSONValue($0.rawValue) }))
+    }
+
+    /// The databases `_all_dbs` and `GET /_dbs_info` list: `startkey`, `endkey`,
+    /// `descending`, `skip` and `limit` applied.
+    static func listedNames(_ context: RouteContext) throws -> [DatabaseName] {
+        var names = context.server.databases.allNames()
         let descending = try context.boolOption("descending")
         if descending { names.reverse() }
         let startKey = try context.jsonOption("startkey") ?? context.jsonOption("start_key")
@@ -23,12 +29,24 @@ enum ServerRoutes {
         let precedes: (String, String) -> Bool = { a, b in
             descending ? b.utf8.lexicographicallyPrecedes(a.utf8) : a.utf8.lexicographicallyPrecedes(b.utf8)
         }
-        if let start = startKey?.stringValue { names.removeAll { precedes($0, start) } }
-        if let end = endKey?.stringValue { names.removeAll { precedes(end, $0) } }
+        if let start = startKey?.stringValue { names.removeAll { precedes($0.rawValue, start) } }
+        if let end = endKey?.stringValue { names.removeAll { precedes(end, $0.rawValue) } }
         let skip = try context.nonNegativeIntOption("skip") ?? 0
         let limit = try context.nonNegativeIntOption("limit") ?? Int.max
-        let page = names.dropFirst(skip).prefix(limit)
-        return .json(200, .array(page.map { JSONValue($0) }))
+        return Array(names.dropFirst(skip).prefix(limit))
+    }
+
+    /// A single node, named as CouchDB names nodes.
+    static func getMembership(_ context: RouteContext) throws -> HTTPResponse {
+        .json(200, ["all_nodes": [JSONValue(ServerInfo.nodeName)], "cluster_nodes": [JSONValue(ServerInfo.nodeName)]])
+    }
+
+    /// CouchDB 3 has no `/_stats` nor `/_config` (they moved under `/_node/{node}/`): an
+    /// admin is told the name is not a database's, as CouchDB tells them.
+    static func getLegacyResource(_ context: RouteContext) throws -> HTTPResponse {
+        let name = context.endpoint == .server(.legacyStats) ? "_stats" : "_config"
+        _ = try DatabaseName(name)
+        throw CouchError.notFound("missing")
     }
 
     static func getUUIDs(_ context: RouteContext) throws -> HTTPResponse {

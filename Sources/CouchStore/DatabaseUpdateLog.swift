@@ -1,0 +1,79 @@
+import CouchCore
+import Foundation
+
+/// The server-wide history behind `GET /_db_updates`, kept as CouchDB's `_global_changes`
+/// database keeps it: one row per event type and database (`created:db`, `updated:db`,
+/// `deleted:db`), moved to a new sequence each time that event happens again. A feed
+/// reading rows after its `since` therefore sees each database's latest events once.
+///
+/// The rows live in `_db_updates.sqlite` in the data directory (not a `.couch` file, so
+/// never listed as a database). As in CouchDB, the log is a convenience, not a ledger:
+/// it is written without fsync (a crash may lose its last events, never a database's).
+public final class DatabaseUpdateLog: @unchecked Sendable {
+    public enum EventType: String, Sendable {
+        case created, updated, deleted
+    }
+
+    public struct Event: Sendable, Equatable {
+        public let sequence: Int
+        public let database: String
+        public let type: EventType
+    }
+
+    /// Told of every recorded event (`committed(sequence:)` carries the log's sequence).
+    public let notifier = ChangeNotifier()
+    private let lock = NSLock()
+    private let connection: SQLiteConnection
+    private var sequence: Int
+
+    init(directory: String) throws(CouchError) {
+        connection = try SQLiteConnection(path: directory + "/_db_updates.sqlite", create: true)
+        try connection.execute("PRAGMA journal_mode=WAL")
+        try connection.execute("PRAGMA synchronous=NORMAL")
+        try connection.execute("""
+            CREATE TABLE IF NOT EXISTS events (
+                type TEXT NOT NULL, db TEXT NOT NULL, sequence INTEGER NOT NULL UNIQUE,
+                PRIMARY KEY (type, db)) WITHOUT ROWID
+            """)
+        sequence = try connection.scalarInt("SELECT max(sequence) FROM events") ?? 0
+    }
+
+    /// The sequence of the latest event.
+    public var lastSequence: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return sequence
+    }
+
+    /// Records that `database` was created, updated or deleted; failures only lose the event.
+    func record(_ type: EventType, _ database: DatabaseName) {
+        lock.lock()
+        let next = sequence + 1
+        do {
+            try connection.run("INSERT OR REPLACE INTO events (type, db, sequence) VALUES (?, ?, ?)",
+                               [.text(type.rawValue), .text(database.rawValue), .int(next)])
+            sequence = next
+        } catch {
+            lock.unlock()
+            return
+        }
+        lock.unlock()
+        notifier.post(.committed(sequence: next))
+    }
+
+    /// Events after `since` in sequence order (or all, newest first, when `descending`).
+    public func events(since: Int, limit: Int, descending: Bool) -> [Event] {
+        lock.lock()
+        defer { lock.unlock() }
+        var events: [Event] = []
+        let sql = descending
+            ? "SELECT sequence, db, type FROM events ORDER BY sequence DESC LIMIT ?"
+            : "SELECT sequence, db, type FROM events WHERE sequence > ? ORDER BY sequence LIMIT ?"
+        let arguments: [SQLiteValue] = descending ? [.int(limit)] : [.int(since), .int(limit)]
+        try? connection.query(sql, arguments) { row in
+            guard let type = EventType(rawValue: row.text(2)) else { return }
+            events.append(Event(sequence: row.int(0), database: row.text(1), type: type))
+        }
+        return events
+    }
+}
