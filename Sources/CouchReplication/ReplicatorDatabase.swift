@@ -23,6 +23,8 @@ public final class ReplicatorDatabase: @unchecked Sendable {
         var target: String?
         var startTime = Date()
         var lastUpdated = Date()
+        /// What the document describes, once parsed (for pending documents).
+        var settings: ReplicationSettings?
     }
 
     struct Key: Hashable, Comparable {
@@ -178,6 +180,7 @@ public final class ReplicatorDatabase: @unchecked Sendable {
             state.info = written == "completed"
                 ? (body["_replication_stats"] ?? .null)
                 : ["error": body["_replication_state_reason"] ?? .null]
+            state.settings = try? ReplicationDocument.settings(body)
             if written == "completed", let interval = Self.interval(body) {
                 scheduleRun(key, body: body, definition: definition, interval: interval, state: &state)
             }
@@ -236,6 +239,7 @@ public final class ReplicatorDatabase: @unchecked Sendable {
         }
         state.source = settings.source.displayName
         state.target = settings.target.displayName
+        state.settings = settings
         // Couchette's `suspended`: the job waits, its checkpoint kept, until the field is cleared.
         if body["suspended"]?.boolValue == true {
             state.state = "suspended"
@@ -341,6 +345,47 @@ public final class ReplicatorDatabase: @unchecked Sendable {
     private static func displayName(_ value: JSONValue) -> String {
         if let peer = try? ReplicationPeer(json: value, role: "source") { return peer.displayName }
         return value.stringValue ?? ""
+    }
+
+    // MARK: - Pending documents
+
+    /// The IDs of the documents a push job (local source) has not copied yet: those changed
+    /// since the checkpoint it recorded on the source, through its filter. Answered from the
+    /// checkpoint and the local changes feed, without contacting the target. Nil when there
+    /// is no such document; throws `bad_request` for a job whose source is not local.
+    public func pendingDocumentIDs(database: DatabaseName, id: DocumentID) throws(CouchError) -> (since: JSONValue, ids: [String])? {
+        let key = Key(database: database, id: id)
+        guard let state = lock.withLock({ documents[key] }) else { return nil }
+        guard let settings = state.settings, case .local(let sourceName) = settings.source else {
+            throw CouchError.badRequest("Pending documents are known for jobs whose source is a local database")
+        }
+        guard let replicationID = scheduler.manager.knownReplicationID(for: settings) else { return nil }
+        let source: Database
+        do {
+            source = try databases.database(sourceName)
+        } catch {
+            throw CouchError(.databaseNotFound, "could not open \(sourceName.rawValue)")
+        }
+        var since: JSONValue = 0
+        if settings.useCheckpoints,
+           let log = try? source.localDocument(DocumentID(DocumentID.localPrefix + replicationID.baseID)),
+           let recorded = (try? JSONValue.parse(log.body))?["source_last_seq"] {
+            since = recorded
+        }
+        let functions = scheduler.manager.functions
+        let filter = try settings.filter.map { filter throws(ReplicationError) in
+            try LocalFilter(filter, database: source, functions: functions)
+        }
+        let after = SourceSequence(since).leadingInteger ?? 0
+        let rows: [ChangeRow]
+        do {
+            rows = try source.changes(ChangesQuery(since: after, includeBodies: filter?.needsDocument ?? false))
+        } catch {
+            throw CouchError.internalError("cannot read the changes of \(sourceName.rawValue)")
+        }
+        let accepted = try filter?.accepts(rows) ?? rows.map { _ in true }
+        let ids = zip(rows, accepted).filter { !$0.0.id.isLocal && $0.1 }.map(\.0.id.rawValue)
+        return (since, ids)
     }
 
     // MARK: - Reporting

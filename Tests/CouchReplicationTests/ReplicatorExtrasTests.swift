@@ -99,3 +99,37 @@ import Testing
         #expect(last["completed"] == 20 && last["total"] == 20, "\(last.serializedString())")
     }
 }
+
+/// Pending documents of a push job, from its checkpoint and the local changes feed.
+@Suite(.serialized) struct PendingDocumentsTests {
+    @Test func aPushJobListsTheDocumentsItHasNotCopiedYet() async throws {
+        let (a, b) = (try TestServer(), try TestServer())
+        defer { a.stop(); b.stop() }
+        try await a.call("PUT", "/source")
+        try await b.call("PUT", "/target")
+        try await a.call("PUT", "/source/d1", body: ["n": 1])
+        try await a.call("PUT", "/source/d2", body: ["n": 2])
+        var body: JSONObject = ["source": "source", "target": JSONValue(b.url + "/target"), "suspended": true]
+        try await a.call("PUT", "/_replicator/push", body: .object(body))
+        let path = "/_scheduler/docs/_replicator/push/_pending"
+        #expect(try await eventually { try await a.call("GET", path).json["pending"] == ["d1", "d2"] })
+
+        body["_rev"] = try await a.call("GET", "/_replicator/push").json["_rev"]
+        body["suspended"] = false
+        try await a.call("PUT", "/_replicator/push", body: .object(body))
+        #expect(try await eventually { try await a.call("GET", "/_replicator/push").json["_replication_state"] == "completed" })
+        #expect(try await a.call("GET", path).json["pending"] == [])
+        #expect(try await b.documentCount("target") == 2)
+
+        try await a.call("PUT", "/source/d3", body: ["n": 3])
+        #expect(try await a.call("GET", path).json["pending"] == ["d3"])
+        #expect(try await a.call("GET", path + "?doc_id=d3").json == ["doc_id": "d3", "pending": true])
+        #expect(try await a.call("GET", path + "?doc_id=d1").json["pending"] == false)
+        #expect(try await b.documentCount("target") == 2, "answered without contacting the target")
+
+        try await a.call("PUT", "/_replicator/pull", body: ["source": JSONValue(b.url + "/target"), "target": "copy",
+                                                            "create_target": true, "suspended": true])
+        #expect(try await eventually { try await a.call("GET", "/_scheduler/docs/_replicator/pull/_pending").status == 400 })
+        #expect(try await a.call("GET", "/_scheduler/docs/_replicator/nothing/_pending").status == 404)
+    }
+}
