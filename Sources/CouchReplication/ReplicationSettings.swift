@@ -24,6 +24,8 @@ public struct ReplicationSettings: Sendable {
     public var retriesPerRequest = 5
     /// Copy only each document's winning revision (`style=main_only`).
     public var winningRevisionsOnly = false
+    /// For embedding applications: rewrites each document body on its way (not from JSON).
+    public var transform: DocumentTransform?
 
     public init(source: ReplicationPeer, target: ReplicationPeer) {
         self.source = source
