@@ -25,6 +25,16 @@ public final class ReplicatorDatabase: @unchecked Sendable {
         var lastUpdated = Date()
         /// What the document describes, once parsed (for pending documents).
         var settings: ReplicationSettings?
+        /// A sync pair's pull job (target → source), beside `jobID`'s push.
+        var pairJobID: String?
+        /// The document's sequence in its database: later exclusive pairs retire earlier ones.
+        var sequence = 0
+        /// For a sync pair: its local database and remote, and whether it is exclusive.
+        var syncSource: DatabaseName?
+        var syncTarget: String?
+        var exclusive = false
+
+        var jobIDs: [String] { [jobID, pairJobID].compactMap { $0 } }
     }
 
     struct Key: Hashable, Comparable {
@@ -98,7 +108,7 @@ public final class ReplicatorDatabase: @unchecked Sendable {
         lock.lock()
         if let entry = watched.removeValue(forKey: name) { entry.database.notifier.remove(entry.token) }
         let keys = documents.keys.filter { $0.database == name }
-        let jobs = keys.compactMap { documents.removeValue(forKey: $0)?.jobID }
+        let jobs = keys.flatMap { documents.removeValue(forKey: $0)?.jobIDs ?? [] }
         lock.unlock()
         jobs.forEach { scheduler.remove(jobID: $0) }
     }
@@ -145,7 +155,7 @@ public final class ReplicatorDatabase: @unchecked Sendable {
             if row.isDeleted {
                 removeDocument(key)
             } else if let body = row.body, let object = (try? JSONValue.parse(body))?.objectValue {
-                process(key, body: object)
+                process(key, body: object, sequence: row.sequence)
             }
         }
         if let last = rows.last {
@@ -154,13 +164,13 @@ public final class ReplicatorDatabase: @unchecked Sendable {
     }
 
     private func removeDocument(_ key: Key) {
-        let jobID = lock.withLock { documents.removeValue(forKey: key)?.jobID }
-        if let jobID { scheduler.remove(jobID: jobID) }
+        let jobIDs = lock.withLock { documents.removeValue(forKey: key)?.jobIDs ?? [] }
+        jobIDs.forEach { scheduler.remove(jobID: $0) }
     }
 
     /// A new or updated document: ignored when it is in a final state or its definition
     /// did not change (the replicator's own write-back), else its job (re)starts.
-    private func process(_ key: Key, body: JSONObject) {
+    private func process(_ key: Key, body: JSONObject, sequence: Int) {
         let definition = ReplicationDocument.definition(body)
         let written = body["_replication_state"]?.stringValue
         lock.lock()
@@ -170,9 +180,10 @@ public final class ReplicatorDatabase: @unchecked Sendable {
             return
         }
         lock.unlock()
-        if let jobID = previous?.jobID { scheduler.remove(jobID: jobID) }
+        previous?.jobIDs.forEach { scheduler.remove(jobID: $0) }
 
         var state = DocumentState(jobID: nil, definition: definition, state: "initializing")
+        state.sequence = sequence
         state.source = body["source"].map(Self.displayName)
         state.target = body["target"].map(Self.displayName)
         if written == "completed" || written == "failed" {
@@ -214,10 +225,11 @@ public final class ReplicatorDatabase: @unchecked Sendable {
             guard let self else { return }
             let due = self.lock.withLock { () -> Bool in
                 guard !self.stopped, let current = self.documents[key] else { return false }
-                return current.definition == definition && current.jobID == nil && current.state == "completed"
+                return current.definition == definition && current.jobIDs.isEmpty && current.state == "completed"
             }
             if due {
                 var state = DocumentState(jobID: nil, definition: definition, state: "initializing")
+                state.sequence = self.lock.withLock { self.documents[key]?.sequence ?? 0 }
                 state.source = body["source"].map(Self.displayName)
                 state.target = body["target"].map(Self.displayName)
                 self.run(key, body: body, definition: definition, state: state)
@@ -246,12 +258,33 @@ public final class ReplicatorDatabase: @unchecked Sendable {
             lock.withLock { documents[key] = state }
             return
         }
+        // Couchette's sync pairs: `sync` adds the pull (target → source) to the push.
+        var pair: ReplicationSettings?
+        if body["sync"]?.boolValue == true {
+            var reverse = settings
+            (reverse.source, reverse.target) = (settings.target, settings.source)
+            reverse.createTarget = false
+            pair = reverse
+            if case .local(let name) = settings.source {
+                state.syncSource = name
+                state.syncTarget = settings.target.displayName
+                state.exclusive = body["exclusive"]?.boolValue == true
+            }
+        }
+        if retiredByExclusivePair(key, state) {
+            state.state = "retired"
+            lock.withLock { documents[key] = state }
+            return
+        }
         lock.withLock { documents[key] = state }
+        if state.exclusive { retireOtherPairs(key, state) }
         ReplicationTasks.task { [weak self] in
             guard let self else { return }
             do {
                 let id = try await self.scheduler.manager.replicationID(for: settings)
-                self.startJob(key, definition: definition, settings: settings, id: id)
+                var pairJob: (ReplicationSettings, ReplicationID)?
+                if let pair { pairJob = (pair, try await self.scheduler.manager.replicationID(for: pair)) }
+                self.startJob(key, definition: definition, settings: settings, id: id, pair: pairJob)
             } catch {
                 // A filter that cannot be fetched yet: CouchDB's `error` state, retried later.
                 self.lock.withLock {
@@ -264,23 +297,67 @@ public final class ReplicatorDatabase: @unchecked Sendable {
         }
     }
 
-    private func startJob(_ key: Key, definition: String, settings: ReplicationSettings, id: ReplicationID) {
+    /// A sync pair written before an exclusive pair of the same local database to another
+    /// remote is retired (its jobs do not run), as `replicateWithURL:exclusively:` did.
+    private func retiredByExclusivePair(_ key: Key, _ state: DocumentState) -> Bool {
+        guard let source = state.syncSource else { return false }
+        return lock.withLock {
+            documents.contains { other in
+                other.key != key && other.key.database == key.database && other.value.exclusive
+                    && other.value.syncSource == source && other.value.syncTarget != state.syncTarget
+                    && other.value.sequence > state.sequence && other.value.state != "retired"
+            }
+        }
+    }
+
+    private func retireOtherPairs(_ key: Key, _ state: DocumentState) {
+        let jobIDs = lock.withLock { () -> [String] in
+            var stopped: [String] = []
+            for (other, document) in documents where other != key && other.database == key.database
+                && document.syncSource == state.syncSource && document.syncTarget != state.syncTarget
+                && document.sequence < state.sequence && document.state != "retired" {
+                stopped += document.jobIDs
+                documents[other]?.jobID = nil
+                documents[other]?.pairJobID = nil
+                documents[other]?.state = "retired"
+                documents[other]?.lastUpdated = Date()
+            }
+            return stopped
+        }
+        jobIDs.forEach { scheduler.remove(jobID: $0) }
+    }
+
+    private func startJob(_ key: Key, definition: String, settings: ReplicationSettings, id: ReplicationID,
+                          pair: (settings: ReplicationSettings, id: ReplicationID)? = nil) {
         lock.lock()
-        guard documents[key]?.definition == definition else {
+        guard documents[key]?.definition == definition, documents[key]?.state != "retired" else {
             lock.unlock()
             return
         }
         documents[key]?.jobID = id.jobID
+        documents[key]?.pairJobID = pair?.id.jobID
         lock.unlock()
-        scheduler.add(settings, id: id, origin: .document(database: key.database, id: key.id)) { [weak self] outcome in
+        let origin = ReplicationScheduler.Origin.document(database: key.database, id: key.id)
+        scheduler.add(settings, id: id, origin: origin) { [weak self] outcome in
             self?.jobFinished(key, jobID: id.jobID, outcome: outcome)
+        }
+        if let pair {
+            scheduler.add(pair.settings, id: pair.id, origin: origin) { [weak self] outcome in
+                self?.jobFinished(key, jobID: pair.id.jobID, outcome: outcome)
+            }
         }
     }
 
     private func jobFinished(_ key: Key, jobID: String, outcome: Replication.Outcome) {
+        var others: [String] = []
         let stillOurs = lock.withLock { () -> Bool in
-            guard documents[key]?.jobID == jobID else { return false }
+            guard let document = documents[key], document.jobIDs.contains(jobID) else { return false }
+            if document.jobID == jobID { documents[key]?.jobID = nil } else { documents[key]?.pairJobID = nil }
+            others = documents[key]?.jobIDs ?? []
+            // One half of a sync pair completed: the document completes with the other.
+            if case .completed = outcome, !others.isEmpty { return false }
             documents[key]?.jobID = nil
+            documents[key]?.pairJobID = nil
             documents[key]?.lastUpdated = Date()
             switch outcome {
             case .completed(let log):
@@ -295,6 +372,7 @@ public final class ReplicatorDatabase: @unchecked Sendable {
             return true
         }
         guard stillOurs else { return }
+        others.forEach { scheduler.remove(jobID: $0) }
         switch outcome {
         case .completed(let log): writeBack(key, state: "completed", reason: nil, stats: Self.stats(log))
         case .failed(let error): writeBack(key, state: "failed", reason: error.description, stats: nil)
@@ -409,11 +487,14 @@ public final class ReplicatorDatabase: @unchecked Sendable {
         var errorCount = document.state == "failed" || document.state == "error" ? 1 : 0
         var startTime = document.startTime
         var lastUpdated = document.lastUpdated
-        if let jobID = document.jobID, let job = scheduler.documentStatus(jobID: jobID) {
+        if let jobID = document.jobID ?? document.pairJobID, let job = scheduler.documentStatus(jobID: jobID) {
             (state, info, errorCount, startTime, lastUpdated) = (job.state, job.info, job.errorCount, job.startTime, job.lastUpdated)
         }
+        if let pairID = document.pairJobID, let pairJob = scheduler.documentStatus(jobID: pairID), pairJob.state == "crashing" {
+            (state, info, errorCount) = (pairJob.state, pairJob.info, pairJob.errorCount)
+        }
         let running = state != "completed" && state != "failed"
-        return [
+        var entry: JSONObject = [
             "database": JSONValue(key.database.rawValue),
             "doc_id": JSONValue(key.id.rawValue),
             "id": running ? document.jobID.map { JSONValue($0) } ?? .null : .null,
@@ -428,5 +509,10 @@ public final class ReplicatorDatabase: @unchecked Sendable {
             "source_proxy": .null,
             "target_proxy": .null,
         ]
+        // Couchette's sync pairs: the pull job beside the push (`id`).
+        if document.settings != nil, document.syncSource != nil || document.pairJobID != nil {
+            entry["pair_id"] = running ? document.pairJobID.map { JSONValue($0) } ?? .null : .null
+        }
+        return .object(entry)
     }
 }

@@ -133,3 +133,35 @@ import Testing
         #expect(try await a.call("GET", "/_scheduler/docs/_replicator/nothing/_pending").status == 404)
     }
 }
+
+/// Sync pairs: one document, a push and a pull; `exclusive` retires older pairs.
+@Suite(.serialized) struct SyncPairTests {
+    @Test func aSyncDocumentPushesAndPullsAndAnExclusiveOneRetiresTheOthers() async throws {
+        let (a, b) = (try TestServer(), try TestServer())
+        defer { a.stop(); b.stop() }
+        try await a.call("PUT", "/notes")
+        try await b.call("PUT", "/notes")
+        try await a.call("PUT", "/_replicator/pair", body: [
+            "source": "notes", "target": JSONValue(b.url + "/notes"), "sync": true, "continuous": true,
+        ])
+        try await a.call("PUT", "/notes/from-a", body: ["n": 1])
+        try await b.call("PUT", "/notes/from-b", body: ["n": 2])
+        #expect(try await eventually { try await b.call("GET", "/notes/from-a").status == 200 })
+        #expect(try await eventually { try await a.call("GET", "/notes/from-b").status == 200 })
+        let entry = try await a.call("GET", "/_scheduler/docs/_replicator/pair").json
+        #expect(entry["state"] == "running")
+        #expect(entry["id"]?.stringValue != nil && entry["pair_id"]?.stringValue != nil && entry["id"] != entry["pair_id"])
+        #expect(try await a.call("GET", "/_scheduler/jobs").json["total_rows"] == 2, "reported together, as two jobs of one document")
+
+        try await a.call("PUT", "/_replicator/only", body: [
+            "source": "notes", "target": JSONValue(b.url + "/other"), "create_target": true, "sync": true,
+            "exclusive": true, "continuous": true,
+        ])
+        #expect(try await eventually { try await a.call("GET", "/_scheduler/docs/_replicator/pair").json["state"] == "retired" })
+        #expect(try await eventually { try await a.call("GET", "/_scheduler/jobs").json["total_rows"] == 2 })
+        try await a.call("PUT", "/notes/later", body: ["n": 3])
+        #expect(try await eventually { try await b.call("GET", "/other/later").status == 200 })
+        try await Task.sleep(nanoseconds: 300_000_000)
+        #expect(try await b.call("GET", "/notes/later").status == 404, "the retired pair no longer runs")
+    }
+}
