@@ -204,6 +204,10 @@ final class Acceptor: @unchecked Sendable {
         if parts.count >= 2, parts[1].count > limits.maximumURLLength {
             return (414, CouchError(.uriTooLong, "URL is too long"))
         }
+        // `METHOD target HTTP/1.x` (libmicrohttpd would close the connection without a word).
+        guard parts.count == 3, parts[2].starts(with: Array("HTTP/1.".utf8)) else {
+            return (400, CouchError.badRequest("Malformed request line"))
+        }
         if head.count - requestLine.count > limits.maximumHeaderSize {
             return (431, CouchError(.headerTooLarge, "Request headers are too large"))
         }
