@@ -123,6 +123,21 @@ import Testing
         held.dropFirst(2).forEach { $0.close() }
     }
 
+    @Test func oneAddressCannotTakeEveryConnection() throws {
+        let server = try TestServer { $0.maximumConnectionsPerAddress = 3 }
+        defer { server.stop() }
+        let held = try (0..<3).map { _ in try HTTPTestConnection(port: server.port, timeout: 5) }
+        for connection in held { #expect(try connection.request("GET", "/_up").status == 200) }
+        let answer = String(decoding: Self.exchange(port: server.port, Array("GET /_up HTTP/1.1\r\nHost: x\r\n\r\n".utf8)),
+                            as: UTF8.self)
+        #expect(answer.hasPrefix("HTTP/1.1 503 "), "\(answer)")
+        #expect(answer.contains("Too many connections from this address"))
+        held[0].close()
+        Thread.sleep(forTimeInterval: 0.3)
+        #expect(try httpRequest(port: server.port, "GET", "/_up").status == 200)
+        held.dropFirst().forEach { $0.close() }
+    }
+
     @Test func sigtermStopsTheServerWithFeedsWaiting() throws {
         let server = try ServerProcess()
         defer { server.stop() }
