@@ -283,7 +283,14 @@ public final class ReplicatorDatabase: @unchecked Sendable {
             do {
                 let id = try await self.scheduler.manager.replicationID(for: settings)
                 var pairJob: (ReplicationSettings, ReplicationID)?
-                if let pair { pairJob = (pair, try await self.scheduler.manager.replicationID(for: pair)) }
+                if let pair {
+                    pairJob = (pair, try await self.scheduler.manager.replicationID(for: pair))
+                    // The pull reads what the push may have to create: create it first.
+                    if settings.createTarget {
+                        let target = try self.scheduler.manager.endpoint(for: settings.target, settings: settings)
+                        _ = try? await target.open(create: true, createParameters: settings.createTargetParameters)
+                    }
+                }
                 self.startJob(key, definition: definition, settings: settings, id: id, pair: pairJob)
             } catch {
                 // A filter that cannot be fetched yet: CouchDB's `error` state, retried later.
