@@ -95,6 +95,27 @@ import Testing
         #expect(try await eventually { try await state(a, "job") == "running" })
     }
 
+    @Test func aOneShotDocumentWhosePeerIsDownAtTheStartWaitsForIt() async throws {
+        let a = try TestServer()
+        let b = try TestServer()
+        let (directory, port, url) = (b.directory, b.port, b.url)
+        defer { a.stop() }
+        try await b.call("PUT", "/target")
+        b.stop(keepData: true)
+        a.replications.jobBackoff = Backoff(initialMilliseconds: 100, maximumMilliseconds: 400)
+        try await a.call("PUT", "/source")
+        try await a.fill("source", count: 5)
+        try await a.call("PUT", "/_replicator/later", body: [
+            "source": "source", "target": JSONValue(url + "/target"), "retries_per_request": 0,
+        ])
+        #expect(try await eventually { try await state(a, "later") == "crashing" })
+        #expect(try await a.call("GET", "/_replicator/later").json["_replication_state"] == nil, "not failed")
+        let back = try TestServer(directory: directory) { $0.port = port }
+        defer { back.stop() }
+        #expect(try await eventually { try await a.call("GET", "/_replicator/later").json["_replication_state"] == "completed" })
+        #expect(try await back.documentCount("target") == 5)
+    }
+
     @Test func jobsBeyondMaxJobsWaitAndTakeTurns() async throws {
         var configuration = ServerConfiguration.testing()
         configuration.replicator.maxJobs = 1
