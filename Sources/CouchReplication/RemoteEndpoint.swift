@@ -63,10 +63,11 @@ public final class RemoteEndpoint: DatabaseEndpoint, @unchecked Sendable {
     /// As `send`, but returns once the response head has arrived; the body is then read in
     /// chunks from the stream. Retried until then as `send` is.
     func stream(_ method: String, _ path: String = "", query: [(String, String)] = [],
-                accept: String = "application/json") async throws(ReplicationError) -> StreamingResponse {
+                accept: String = "application/json",
+                headers extraHeaders: [(name: String, value: String)] = []) async throws(ReplicationError) -> StreamingResponse {
         let client = self.client
         return try await exchange(method, path, query: query, body: nil, upload: nil, contentType: "",
-                                  accept: accept, retryable: true) { request throws(HTTPClientError) in
+                                  accept: accept, extraHeaders: extraHeaders, retryable: true) { request throws(HTTPClientError) in
             let response = try await client.stream(request, framing: .chunks)
             return (HTTPClient.Response(status: response.status, headers: response.headers, body: []), response)
         }
@@ -76,7 +77,7 @@ public final class RemoteEndpoint: DatabaseEndpoint, @unchecked Sendable {
     /// (status and headers) with what the caller gets.
     private func exchange<Answer>(
         _ method: String, _ path: String, query: [(String, String)], body: [UInt8]?, upload: UploadBody?,
-        contentType: String, accept: String, retryable: Bool,
+        contentType: String, accept: String, extraHeaders: [(name: String, value: String)] = [], retryable: Bool,
         attempt: (HTTPClient.Request) async throws(HTTPClientError) -> (head: HTTPClient.Response, answer: Answer)
     ) async throws(ReplicationError) -> Answer {
         let url = peer.databaseURL + path + (query.isEmpty ? "" : "?" + URLEncoding.query(query))
@@ -102,6 +103,7 @@ public final class RemoteEndpoint: DatabaseEndpoint, @unchecked Sendable {
             var headers: [(name: String, value: String)] = [("Accept", accept)]
             if body != nil || upload != nil { headers.append(("Content-Type", contentType)) }
             headers += peer.headers.map { ($0.name, $0.value) }
+            headers += extraHeaders
             headers += authentication
             let failure: ReplicationError
             do {
