@@ -53,10 +53,23 @@ public final class OnDemandAttachments: Sendable {
 
     private static func fetch(_ endpoint: RemoteEndpoint, into database: Database, id: DocumentID, revision: RevisionID,
                               attachment: AttachmentInfo) async throws -> AttachmentInfo {
-        let writer = try database.attachments.makeWriter()
+        var writer = try database.attachments.makeWriter()
         do {
             try await endpoint.attachmentBody(id, revision: revision, name: attachment.name, encoding: attachment.encoding) {
                 try writer.write($0)
+            }
+        } catch where error.kind == .notFound {
+            // A revision written here since (a stub kept by a local edit) is unknown to the
+            // source: its current revision may still hold the same bytes (the digest decides).
+            writer.abandon()
+            writer = try database.attachments.makeWriter()
+            do {
+                try await endpoint.attachmentBody(id, revision: nil, name: attachment.name, encoding: attachment.encoding) {
+                    try writer.write($0)
+                }
+            } catch {
+                writer.abandon()
+                throw error
             }
         } catch {
             writer.abandon()

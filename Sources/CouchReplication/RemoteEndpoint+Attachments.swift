@@ -107,12 +107,17 @@ extension RemoteEndpoint {
 
     /// `GET /db/doc/name?rev=...`: one attachment's bytes as stored (compressed ones asked
     /// for with `Accept-Encoding: gzip`, so they arrive as stored), handed to `write` as
-    /// they arrive. 404 is `not_found`; the caller checks the digest.
-    public func attachmentBody(_ id: DocumentID, revision: RevisionID, name: String, encoding: String?,
+    /// they arrive (of the current revision when `revision` is nil). 404 is `not_found`;
+    /// the caller checks the digest.
+    public func attachmentBody(_ id: DocumentID, revision: RevisionID?, name: String, encoding: String?,
                                write: ([UInt8]) throws -> Void) async throws(ReplicationError) {
         let path = URLEncoding.documentPath(id) + "/" + URLEncoding.component(name)
-        let response = try await stream("GET", path, query: [("rev", revision.description)], accept: "*/*",
+        let response = try await stream("GET", path, query: revision.map { [("rev", $0.description)] } ?? [], accept: "*/*",
                                         headers: encoding == nil ? [] : [("Accept-Encoding", encoding!)])
+        if response.status == 404 {
+            response.cancel()
+            throw ReplicationError(.notFound, "\(displayName) has no attachment \(name) of \(id.rawValue)")
+        }
         guard response.status == 200 else {
             let body = (try? await response.readToEnd()) ?? []
             throw unexpected(HTTPClient.Response(status: response.status, headers: response.headers, body: body),

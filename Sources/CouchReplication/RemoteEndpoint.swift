@@ -107,8 +107,10 @@ public final class RemoteEndpoint: DatabaseEndpoint, @unchecked Sendable {
             headers += authentication
             let failure: ReplicationError
             do {
-                let (response, answer) = try await attempt(HTTPClient.Request(
-                    method: method, url: url, headers: headers, body: body, upload: upload, tls: peer.tls))
+                var request = HTTPClient.Request(method: method, url: url, headers: headers, body: body, upload: upload, tls: peer.tls)
+                // Who asks for an encoding wants the bytes as encoded (an attachment's digest is of those).
+                request.keepsContentEncoding = extraHeaders.contains { $0.name.lowercased() == "accept-encoding" }
+                let (response, answer) = try await attempt(request)
                 if response.status >= 500 || response.status == 408 || response.status == 429 {
                     failure = ReplicationError(.requestFailed, "\(method) \(shownURL) failed with status \(response.status)")
                 } else {
@@ -288,7 +290,9 @@ public final class RemoteEndpoint: DatabaseEndpoint, @unchecked Sendable {
             return .object(entry)
         }
         let body: JSONValue = ["docs": .array(docs), "latest": true, "revs": true, "attachments": false]
-        let response = try await send("POST", "_bulk_get", query: [("latest", "true"), ("revs", "true"), ("attachments", "false")],
+        // `att_encoding_info`: a stub kept as it is (attachments on demand) must say how its body is stored.
+        let response = try await send("POST", "_bulk_get", query: [("latest", "true"), ("revs", "true"), ("attachments", "false"),
+                                                                  ("att_encoding_info", "true")],
                                       body: body.serialized())
         let parsed = response.status == 200 ? Self.json(response)?["results"]?.arrayValue : nil
         if response.status == 200, parsed == nil {
@@ -325,7 +329,8 @@ public final class RemoteEndpoint: DatabaseEndpoint, @unchecked Sendable {
     public func openRevisions(_ id: DocumentID, _ revisions: [RevisionID]) async throws(ReplicationError) -> [FetchResult] {
         let list = JSONValue.array(revisions.map { JSONValue($0.description) }).serializedString()
         let response = try await send("GET", URLEncoding.documentPath(id),
-                                      query: [("revs", "true"), ("open_revs", list), ("latest", "true")])
+                                      query: [("revs", "true"), ("open_revs", list), ("latest", "true"),
+                                              ("att_encoding_info", "true")])
         switch response.status {
         case 200:
             guard let entries = Self.json(response)?.arrayValue else {

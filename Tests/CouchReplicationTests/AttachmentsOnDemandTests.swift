@@ -60,6 +60,39 @@ import Testing
         #expect(try await a.call("GET", "/onward/plain").status == 200)
     }
 
+    /// A body stored gzip-encoded arrives as stored (same digest); a revision edited here
+    /// since, unknown to the source, still gets the body its stub names.
+    @Test func aCompressedBodyOfALocallyEditedRevisionIsFetched() async throws {
+        let (a, b) = (try TestServer(), try TestServer())
+        defer { a.stop(); b.stop() }
+        try await b.call("PUT", "/notes")
+        let text = Array(String(repeating: "compressible text ", count: 5_000).utf8)
+        let encoded = Gzip.compress(text)
+        try await b.putDocuments("notes", [[
+            "_id": "z", "_rev": "1-a",
+            "_attachments": ["t.txt": ["content_type": "text/plain", "revpos": 1,
+                                       "digest": JSONValue("md5-" + Base64.encode(Digest.md5(encoded))),
+                                       "length": JSONValue(text.count), "encoding": "gzip",
+                                       "data": JSONValue(Base64.encode(encoded))]],
+        ]], newEdits: false)
+        try await a.call("PUT", "/_replicator/pull", body: [
+            "source": JSONValue(b.url + "/notes"), "target": "notes", "create_target": true, "attachments": "on_demand",
+        ])
+        #expect(try await eventually { try await a.call("GET", "/_replicator/pull").json["_replication_state"] == "completed" })
+        var local = try await a.call("GET", "/notes/z").json.objectValue ?? [:]
+        local["edited"] = true
+        #expect(try await a.call("PUT", "/notes/z", body: .object(local)).status == 201)
+        #expect(try blobFiles(a, "notes").isEmpty)
+
+        let plain = try await a.attachment("notes", "z", "t.txt")
+        #expect(plain.status == 200 && plain.body == text)
+        let compressed = try await a.attachment("notes", "z", "t.txt", headers: [("Accept-Encoding", "gzip")])
+        #expect(compressed.body == encoded, "stored as the source stored it")
+        #expect(try await a.call("GET", "/notes/z?rev=1-a").json["_attachments"]?["t.txt"]?["digest"]
+                == JSONValue("md5-" + Base64.encode(Digest.md5(encoded))))
+        #expect(try blobFiles(a, "notes").count == 1)
+    }
+
     @Test func anAttachmentsFieldOtherThanAllOrOnDemandIsRefused() async throws {
         let a = try TestServer()
         defer { a.stop() }
