@@ -46,6 +46,7 @@ final class ScriptContext: @unchecked Sendable {
     deinit {
         for function in functions.values { JSValueUnprotect(context, function) }
         if let filterBatch { JSValueUnprotect(context, filterBatch) }
+        if let validationBatch { JSValueUnprotect(context, validationBatch) }
         JSContextGroupClearExecutionTimeLimit(group)
         JSGlobalContextRelease(context)
         JSContextGroupRelease(group)
@@ -171,12 +172,37 @@ final class ScriptContext: @unchecked Sendable {
 
     /// `__couchette.filterBatch`: a filter applied to an array of documents in one call, as
     /// each entry into the engine costs more than a small function's work.
-    lazy var filterBatch: JSObjectRef? = {
-        guard let value = try? evaluate("__couchette.filterBatch", name: "filter-batch.js"),
+    lazy var filterBatch: JSObjectRef? = environmentFunction("filterBatch")
+    lazy var validationBatch: JSObjectRef? = environmentFunction("validateBatch")
+
+    private func environmentFunction(_ name: String) -> JSObjectRef? {
+        guard let value = try? evaluate("__couchette.\(name)", name: name + ".js"),
               let object = JSValueToObject(context, value, nil) else { return nil }
         JSValueProtect(context, object)
         return object
-    }()
+    }
+
+    /// Runs `__couchette.validateBatch`: one outcome per entry (see the environment).
+    func validateBatch(functions: [JSObjectRef], entries: [UInt8], securityObject: [UInt8]) throws(CouchError) -> [JSONValue] {
+        guard let driver = validationBatch else { throw CouchError.internalError("JavaScript environment is incomplete") }
+        var exception: JSValueRef?
+        let list = functions.withUnsafeBufferPointer { buffer -> JSObjectRef? in
+            buffer.withMemoryRebound(to: JSValueRef?.self) { JSObjectMakeArray(context, buffer.count, $0.baseAddress, &exception) }
+        }
+        let values = [list, value(json: entries), value(json: securityObject)].map(retain)
+        defer { values.forEach(release) }
+        do {
+            let outcome = json(try call(driver, arguments: values))
+            guard case .array(let outcomes)? = outcome else { throw CouchError.internalError("validation answered no result") }
+            return outcomes
+        } catch let thrown as ScriptThrow {
+            throw scriptError(thrown.value)
+        } catch let error as CouchError {
+            throw error
+        } catch {
+            throw CouchError.internalError("validation failed: \(error)")
+        }
+    }
 
     /// Keeps `value` alive across calls until `release`.
     func retain(_ value: JSValueRef?) -> JSValueRef? {
