@@ -29,6 +29,13 @@ public final class CouchServer: RequestHandler {
         self.configuration = configuration
         let accessControl = try AccessControl(configuration: configuration, databases: databases)
         self.accessControl = accessControl
+        // Every database created from now on (`PUT /db`, a replication's `create_target`) gets the
+        // configured default security written into it, as CouchDB writes it at creation. System
+        // databases keep their own rules.
+        databases.observeCreations { database in
+            guard !database.name.isSystem else { return }
+            try? accessControl.secureNewDatabase(database)
+        }
         functions = FunctionRuntime(limits: configuration.functions, securityObject: { database in
             (try? accessControl.securityObject(of: database).json) ?? [:]
         })

@@ -38,7 +38,9 @@ public final class DatabaseManager: @unchecked Sendable {
     public init(directory: String) throws {
         self.directory = directory
         do {
-            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            // Owner only: the databases hold `_users`' password hashes.
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true,
+                                                    attributes: [.posixPermissions: 0o700])
         } catch {
             throw CouchError.internalError("cannot create data directory \(directory)")
         }

@@ -20,10 +20,10 @@ import Testing
         for name in ["alpha", "bravo", "charlie"] { try server.createDatabase(name) }
         try server.put("bravo", "doc", #"{"a":1}"#)
         let all = try #require(try server.json("GET", "/_dbs_info").json.arrayValue)
-        #expect(all.map { $0["key"]?.stringValue } == ["alpha", "bravo", "charlie"])
-        #expect(all[1]["info"]?["doc_count"] == 1)
-        #expect(all[1]["info"]?["db_name"] == "bravo")
-        #expect(sequenceNumber(all[1]["info"]?["update_seq"]) == 1)
+        #expect(all.map { $0["key"]?.stringValue } == ["_replicator", "alpha", "bravo", "charlie"])
+        #expect(all[2]["info"]?["doc_count"] == 1)
+        #expect(all[2]["info"]?["db_name"] == "bravo")
+        #expect(sequenceNumber(all[2]["info"]?["update_seq"]) == 1)
         let page = try #require(try server.json("GET", "/_dbs_info?descending=true&skip=1&limit=1").json.arrayValue)
         #expect(page.map { $0["key"]?.stringValue } == ["bravo"])
         let range = try #require(try server.json("GET", "/_dbs_info?startkey=%22b%22&endkey=%22c%22").json.arrayValue)
@@ -130,6 +130,9 @@ import Testing
         let connection = try HTTPTestConnection(port: server.port)
         defer { connection.close() }
         #expect(try connection.startStreaming("GET", "/_db_updates?feed=continuous&heartbeat=100").status == 200)
+        // `_replicator`, created at start, comes first.
+        let replicator = try JSONValue.parse(try #require(try connection.readLine(timeout: 5)))
+        #expect(replicator["type"] == "created" && replicator["db_name"] == "_replicator")
         let first = try JSONValue.parse(try #require(try connection.readLine(timeout: 5)))
         #expect(first["type"] == "created" && first["db_name"] == "first")
         #expect(try connection.readLine(timeout: 5) == "")  // a heartbeat
@@ -141,8 +144,8 @@ import Testing
 
         let timed = try server.request("GET", "/_db_updates?feed=continuous&timeout=0")
         let lines = timed.text.split(separator: "\n")
-        #expect(lines.count == 3)
-        #expect(sequenceNumber(try JSONValue.parse(String(lines[2]))["last_seq"]) == sequenceNumber(update["seq"]))
+        #expect(lines.count == 4)
+        #expect(sequenceNumber(try JSONValue.parse(String(lines[3]))["last_seq"]) == sequenceNumber(update["seq"]))
 
         let events = try server.request("GET", "/_db_updates?feed=eventsource&timeout=0")
         #expect(events.header("Content-Type") == "text/event-stream")
