@@ -138,11 +138,17 @@ import Testing
         // Built-in reduces and design documents without functions are fine.
         (status, _) = try server.json("PUT", "/db/_design/good", body: #"{"views":{"v":{"map":"function(doc) {}","reduce":"_count"}},"language":"javascript"}"#)
         #expect(status == 201)
+        // Another language is not compiled (nor run): a Mango index's design document.
+        (status, _) = try server.json("PUT", "/db/_design/mango", body: #"{"language":"query","views":{"i":{"map":{"fields":{"a":"asc"}},"reduce":"_count"}}}"#)
+        #expect(status == 201)
+        (status, _) = try server.json("PUT", "/db/_design/erl", body: #"{"language":"erlang","validate_doc_update":"fun({Doc}) -> ok end."}"#)
+        #expect(status == 201)
+        #expect(try server.json("PUT", "/db/doc", body: "{}").status == 201)
     }
 
     @Test func runawayFunctionsAreStoppedAndTheServerKeepsAnswering() throws {
         var configuration = ServerConfiguration.testing()
-        configuration.functions.timeout = 3
+        configuration.functions.timeout = 5
         configuration.functions.memory = 64 * 1024 * 1024
         let server = try TestServer(configuration: configuration)
         defer { server.stop() }
