@@ -54,7 +54,8 @@ final class ScriptContext: @unchecked Sendable {
 
     /// Called by the watchdog on the executing thread every `tick` of CPU time.
     fileprivate func limitReached() -> Bool {
-        let elapsed = Double(DispatchTime.now().uptimeNanoseconds - callStarted.uptimeNanoseconds) / 1e9
+        let now = DispatchTime.now().uptimeNanoseconds
+        let elapsed = Double(now > callStarted.uptimeNanoseconds ? now - callStarted.uptimeNanoseconds : 0) / 1e9
         if elapsed > limits.timeout {
             stoppedBy = .timeout
             return true
