@@ -33,6 +33,9 @@ public final class Listener: @unchecked Sendable {
     let logger = Logger(label: "couchette.http")
     private let streamsLock = NSLock()
     private var streams: [ObjectIdentifier: StreamConnection] = [:]
+    /// Set by `stop`: a stream that starts after it (a kept-alive connection's next request)
+    /// ends at once, since libmicrohttpd aborts when it stops with a suspended connection.
+    private var stopping = false
     private var acceptor: Acceptor?
     /// Suspended feeds whose client hangs up are resumed, so that their connection closes.
     private(set) var hangups: HangupWatcher?
@@ -115,6 +118,7 @@ public final class Listener: @unchecked Sendable {
         acceptor = nil
         // Suspended connections must be resumed before the daemon stops.
         streamsLock.lock()
+        stopping = true
         let open = Array(streams.values)
         streamsLock.unlock()
         open.forEach { $0.finish() }
@@ -134,7 +138,9 @@ public final class Listener: @unchecked Sendable {
     func register(_ stream: StreamConnection) {
         streamsLock.lock()
         streams[ObjectIdentifier(stream)] = stream
+        let isStopping = stopping
         streamsLock.unlock()
+        if isStopping { stream.finish() }
     }
 
     func unregister(_ stream: StreamConnection) {

@@ -85,7 +85,7 @@ import Testing
 
     @Test func aLoopingFilterIsStoppedAndTheServerKeepsAnswering() throws {
         var configuration = ServerConfiguration.testing()
-        configuration.functions.timeout = 5
+        configuration.functions.timeout = 6
         let server = try TestServer(configuration: configuration)
         defer { server.stop() }
         try server.createDatabase("db")
