@@ -148,7 +148,7 @@ import Testing
 
     @Test func runawayFunctionsAreStoppedAndTheServerKeepsAnswering() throws {
         var configuration = ServerConfiguration.testing()
-        configuration.functions.timeout = 6
+        configuration.functions.timeout = 10
         configuration.functions.memory = 64 * 1024 * 1024
         let server = try TestServer(configuration: configuration)
         defer { server.stop() }
