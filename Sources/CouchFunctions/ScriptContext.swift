@@ -218,7 +218,7 @@ final class ScriptContext: @unchecked Sendable {
     // MARK: Calling
 
     /// Calls `function` with `this` and arguments; throws what the function threw (read it
-    /// with `scriptError` or `thrownValue`).
+    /// with `scriptError`).
     func call(_ function: JSObjectRef, this: JSObjectRef? = nil, arguments: [JSValueRef?]) throws(ScriptThrow) -> JSValueRef? {
         var exception: JSValueRef?
         let result = arguments.withUnsafeBufferPointer { buffer in
@@ -261,8 +261,8 @@ final class ScriptContext: @unchecked Sendable {
     static func string(_ string: JSStringRef) -> String {
         let capacity = JSStringGetMaximumUTF8CStringSize(string)
         var buffer = [CChar](repeating: 0, count: capacity)
-        _ = JSStringGetUTF8CString(string, &buffer, capacity)
-        return String(cString: buffer)
+        let written = JSStringGetUTF8CString(string, &buffer, capacity)   // counts the terminating NUL
+        return String(decoding: buffer.prefix(max(0, written - 1)).map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     func string(_ value: JSValueRef) -> String {
@@ -273,7 +273,7 @@ final class ScriptContext: @unchecked Sendable {
 
     /// What a thrown value means, after couchjs's `handleError`: the watchdog's stop,
     /// `["error", name, reason]`, `{error, reason}`, an Error (`name: message`), anything
-    /// else as `unnamed_error`. Validation reads its own forms first (`ValidationOutcome`).
+    /// else as `unnamed_error`. Validation reads its own forms (`FunctionRuntime+Validation`).
     func scriptError(_ exception: JSValueRef) -> CouchError {
         switch stoppedBy {
         case .timeout:
@@ -305,12 +305,6 @@ final class ScriptContext: @unchecked Sendable {
         defer { JSStringRelease(key) }
         guard let property = JSObjectGetProperty(context, object, key, nil), JSValueIsString(context, property) else { return nil }
         return string(property)
-    }
-
-    /// The thrown value as JSON, when it is not an Error (validation's `{forbidden: ...}`).
-    func thrownValue(_ exception: JSValueRef) -> JSONValue? {
-        guard stoppedBy == nil, property(exception, "stack") == nil else { return nil }
-        return json(exception)
     }
 
     private static func seconds(_ value: Double) -> String {
