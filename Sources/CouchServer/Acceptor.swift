@@ -20,6 +20,7 @@ final class Acceptor: @unchecked Sendable {
         var maximumURLLength: Int
         var maximumHeaderSize: Int
         var connectionLimit: Int
+        var connectionsPerAddress: Int
     }
 
     private struct Pending {
@@ -35,6 +36,7 @@ final class Acceptor: @unchecked Sendable {
     private let poller: Int32
     private let handOff: (Int32, sockaddr_in) -> Void
     private let openConnections: () -> Int
+    private let openConnectionsFrom: (UInt32) -> Int
     private var pending: [Int32: Pending] = [:]
     private var pendingByAddress: [UInt32: Int] = [:]
     private var reserve: Int32 = -1
@@ -48,10 +50,11 @@ final class Acceptor: @unchecked Sendable {
     private var headCapacity: Int { limits.maximumURLLength + limits.maximumHeaderSize + 1024 }
 
     init(bindAddress: in_addr, port: Int, limits: Limits, openConnections: @escaping () -> Int,
-         handOff: @escaping (Int32, sockaddr_in) -> Void) throws {
+         openConnectionsFrom: @escaping (UInt32) -> Int, handOff: @escaping (Int32, sockaddr_in) -> Void) throws {
         self.limits = limits
         self.handOff = handOff
         self.openConnections = openConnections
+        self.openConnectionsFrom = openConnectionsFrom
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard descriptor >= 0 else { throw CouchError.internalError("cannot create a socket") }
         var one: Int32 = 1
@@ -132,6 +135,12 @@ final class Acceptor: @unchecked Sendable {
                        error: CouchError(.serviceUnavailable, "Too many connections; try again later"))
                 continue
             }
+            let key = address.sin_addr.s_addr
+            if openConnectionsFrom(key) + pendingByAddress[key, default: 0] >= limits.connectionsPerAddress {
+                refuse(descriptor, address: address, status: 503,
+                       error: CouchError(.serviceUnavailable, "Too many connections from this address; try again later"))
+                continue
+            }
             if pending.count >= maximumPending { evictOldest(from: nil) }
             if pendingByAddress[address.sin_addr.s_addr, default: 0] >= maximumPendingPerAddress {
                 evictOldest(from: address.sin_addr.s_addr)
@@ -203,6 +212,10 @@ final class Acceptor: @unchecked Sendable {
         let parts = requestLine.split(separator: 32)
         if parts.count >= 2, parts[1].count > limits.maximumURLLength {
             return (414, CouchError(.uriTooLong, "URL is too long"))
+        }
+        // `METHOD target HTTP/1.x` (libmicrohttpd would close the connection without a word).
+        guard parts.count == 3, parts[2].starts(with: Array("HTTP/1.".utf8)) else {
+            return (400, CouchError.badRequest("Malformed request line"))
         }
         if head.count - requestLine.count > limits.maximumHeaderSize {
             return (431, CouchError(.headerTooLarge, "Request headers are too large"))

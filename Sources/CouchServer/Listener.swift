@@ -20,6 +20,9 @@ public struct ListenerConfiguration: Sendable {
     public var maximumHeaderSize = 16 * 1024
     /// Seconds a new connection has to send its first request's head, however it trickles.
     public var headerTimeoutSeconds = 30.0
+    /// Connections one client address may hold; nil: a quarter of `connectionLimit`, or all of it
+    /// when bound to loopback (where every client has the same address).
+    public var maximumConnectionsPerAddress: Int?
     public init() {}
 }
 
@@ -41,12 +44,21 @@ public final class Listener: @unchecked Sendable {
     private(set) var hangups: HangupWatcher?
     private let connectionsLock = NSLock()
     private var connectionCount = 0
+    private var connectionsByAddress: [UInt32: Int] = [:]
 
     /// Connections libmicrohttpd holds now (change feeds waiting included).
     public var openConnectionCount: Int { connectionsLock.withLock { connectionCount } }
 
-    fileprivate func connectionOpened(_ opened: Bool) {
-        connectionsLock.withLock { connectionCount += opened ? 1 : -1 }
+    func openConnections(from address: UInt32) -> Int {
+        connectionsLock.withLock { connectionsByAddress[address, default: 0] }
+    }
+
+    fileprivate func connectionOpened(_ opened: Bool, address: UInt32) {
+        connectionsLock.withLock {
+            connectionCount += opened ? 1 : -1
+            let count = connectionsByAddress[address, default: 0] + (opened ? 1 : -1)
+            connectionsByAddress[address] = count > 0 ? count : nil
+        }
     }
 
     public init(configuration: ListenerConfiguration, handler: RequestHandler) {
@@ -89,11 +101,15 @@ public final class Listener: @unchecked Sendable {
         let limits = Acceptor.Limits(headerDeadlineSeconds: configuration.headerTimeoutSeconds,
                                      maximumURLLength: configuration.maximumURLLength,
                                      maximumHeaderSize: configuration.maximumHeaderSize,
-                                     connectionLimit: configuration.connectionLimit)
+                                     connectionLimit: configuration.connectionLimit,
+                                     connectionsPerAddress: configuration.maximumConnectionsPerAddress
+                                         ?? (address.s_addr & 0xff == 127 ? configuration.connectionLimit
+                                                                         : max(16, configuration.connectionLimit / 4)))
         let acceptor: Acceptor
         do {
             acceptor = try Acceptor(bindAddress: address, port: configuration.port, limits: limits,
-                                    openConnections: { [unowned self] in openConnectionCount }) { descriptor, peer in
+                                    openConnections: { [unowned self] in openConnectionCount },
+                                    openConnectionsFrom: { [unowned self] in openConnections(from: $0) }) { descriptor, peer in
                 var peer = peer
                 _ = withUnsafePointer(to: &peer) {
                     $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
@@ -429,10 +445,12 @@ private let requestCompleted: MHD_RequestCompletedCallback = { context, _, state
     state?.pointee = nil
 }
 
-private let connectionNotified: MHD_NotifyConnectionCallback = { context, _, _, code in
+private let connectionNotified: MHD_NotifyConnectionCallback = { context, connection, _, code in
     guard let context else { return }
     let listener = Unmanaged<Listener>.fromOpaque(context).takeUnretainedValue()
-    listener.connectionOpened(code.rawValue == 0)   // MHD_CONNECTION_NOTIFY_STARTED
+    guard let connection else { return }
+    listener.connectionOpened(code.rawValue == 0,   // MHD_CONNECTION_NOTIFY_STARTED
+                              address: couchette_mhd_connection_ipv4(connection))
 }
 
 private let collectHeader: MHD_KeyValueIterator = { context, _, key, value in

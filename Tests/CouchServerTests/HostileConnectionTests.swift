@@ -47,6 +47,7 @@ import Testing
             ("PUT /db/a HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: -5\r\n\r\n{}", 400, "bad_request"),
             ("PUT /db/a HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 99999999999999999999999\r\n\r\n{}", 413, "too_large"),
             ("PUT /db/a HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}", 400, "bad_request"),
+            ("GARBAGE\r\n\r\n", 400, "bad_request"),
         ]
         for (request, status, error) in cases {
             let answer = Self.exchange(port: server.process.port, Array(request.utf8))
@@ -98,8 +99,10 @@ import Testing
         // Past the header deadline, every trickling connection has been closed despite its progress.
         var closed = 0
         for connection in slow {
+            // Had the connection lasted, this would end its head and /_up would answer 200. (The
+            // test client reconnects a closed connection: "a" then arrives as a malformed request.)
             try? connection.writeRaw(Array("a\r\n\r\n".utf8))
-            if (try? connection.readResponse()) == nil { closed += 1 }
+            if (try? connection.readResponse())?.status != 200 { closed += 1 }
         }
         #expect(closed == slow.count)
     }
@@ -118,6 +121,21 @@ import Testing
         Thread.sleep(forTimeInterval: 0.3)
         #expect(try httpRequest(port: server.port, "GET", "/_up").status == 200)
         held.dropFirst(2).forEach { $0.close() }
+    }
+
+    @Test func oneAddressCannotTakeEveryConnection() throws {
+        let server = try TestServer { $0.maximumConnectionsPerAddress = 3 }
+        defer { server.stop() }
+        let held = try (0..<3).map { _ in try HTTPTestConnection(port: server.port, timeout: 5) }
+        for connection in held { #expect(try connection.request("GET", "/_up").status == 200) }
+        let answer = String(decoding: Self.exchange(port: server.port, Array("GET /_up HTTP/1.1\r\nHost: x\r\n\r\n".utf8)),
+                            as: UTF8.self)
+        #expect(answer.hasPrefix("HTTP/1.1 503 "), "\(answer)")
+        #expect(answer.contains("Too many connections from this address"))
+        held[0].close()
+        Thread.sleep(forTimeInterval: 0.3)
+        #expect(try httpRequest(port: server.port, "GET", "/_up").status == 200)
+        held.dropFirst().forEach { $0.close() }
     }
 
     @Test func sigtermStopsTheServerWithFeedsWaiting() throws {

@@ -151,6 +151,7 @@ extension ServerConfiguration {
         if let limit = try int("max_connections", "couchette") { listener.connectionLimit = limit }
         if let seconds = try int("idle_timeout", "couchette") { listener.idleTimeoutSeconds = seconds }
         if let seconds = try int("header_timeout", "couchette") { listener.headerTimeoutSeconds = Double(max(1, seconds)) }
+        if let count = try int("max_connections_per_address", "couchette") { listener.maximumConnectionsPerAddress = max(1, count) }
         if let size = try int("max_url_length", "couchette") { listener.maximumURLLength = size }
         if let size = try int("max_header_size", "couchette") { listener.maximumHeaderSize = size }
         if let milliseconds = try int("os_process_timeout", "query_server_config") {
