@@ -93,6 +93,25 @@ import Testing
         #expect(try blobFiles(a, "notes").count == 1)
     }
 
+    /// A peer pulling from the on-demand copy gets the bodies: the copy fetches them as the
+    /// peer's replicator reads them (`open_revs` with attachments).
+    @Test func aPeerPullingFromTheCopyGetsTheBodies() async throws {
+        let (a, b, c) = (try TestServer(), try TestServer(), try TestServer())
+        defer { a.stop(); b.stop(); c.stop() }
+        try await b.call("PUT", "/photos")
+        let bytes = AttachmentReplicationTests.bytes(count: 10_000, seed: 7)
+        _ = try await b.putAttachment("photos", "pic", "image.bin", rev: nil, bytes)
+        try await a.call("PUT", "/_replicator/pull", body: [
+            "source": JSONValue(b.url + "/photos"), "target": "photos", "create_target": true, "attachments": "on_demand",
+        ])
+        #expect(try await eventually { try await a.call("GET", "/_replicator/pull").json["_replication_state"] == "completed" })
+        #expect(try blobFiles(a, "photos").isEmpty)
+        let pulled = try await c.replicate(["source": JSONValue(a.url + "/photos"), "target": "photos", "create_target": true])
+        #expect(pulled.json["history"]?[0]?["docs_written"] == 1 && pulled.json["history"]?[0]?["doc_write_failures"] == 0)
+        #expect(try await c.attachment("photos", "pic", "image.bin").body == bytes)
+        #expect(try blobFiles(a, "photos").count == 1)
+    }
+
     @Test func anAttachmentsFieldOtherThanAllOrOnDemandIsRefused() async throws {
         let a = try TestServer()
         defer { a.stop() }
