@@ -1,15 +1,22 @@
 import CouchCore
 import CouchReplication
 import CouchStore
+import Foundation
 import Logging
 
 /// The HTTP face of a data directory: parses each request's endpoint, finds its
 /// handler in the route table and turns every error into CouchDB's error response.
 public final class CouchServer: RequestHandler {
     public let databases: DatabaseManager
-    public let configuration: ServerConfiguration
-    /// Admins, sessions, the authorization policy and CORS (see `Auth/`).
-    let accessControl: AccessControl
+    /// The configuration in force (it changes through `/_node/_local/_config`).
+    public var configuration: ServerConfiguration { accessControl.configuration }
+    /// The layered configuration behind `/_node/_local/_config` (see `Config/`).
+    let liveConfiguration: LiveConfiguration
+    private let accessControlLock = NSLock()
+    nonisolated(unsafe) private var currentAccessControl: AccessControl
+    /// Admins, sessions, the authorization policy and CORS (see `Auth/`), rebuilt when the
+    /// configuration changes; a request keeps the one it started with.
+    var accessControl: AccessControl { accessControlLock.withLock { currentAccessControl } }
     /// The replications started with `POST /_replicate`, listed by `GET /_active_tasks`.
     public let replications: ReplicationManager
     let logger = Logger(label: "couchette.server")
@@ -18,14 +25,24 @@ public final class CouchServer: RequestHandler {
     /// their data directory. Refuses to serve beyond loopback with no admin.
     public init(databases: DatabaseManager, configuration: ServerConfiguration) throws {
         self.databases = databases
-        self.configuration = configuration
-        accessControl = try AccessControl(configuration: configuration, databases: databases)
+        liveConfiguration = try LiveConfiguration(base: configuration, directory: databases.directory)
+        let effective = try liveConfiguration.effective(firstTime: true)
+        currentAccessControl = try AccessControl(configuration: effective, databases: databases)
+        LogLevelControl.level = LogLevelControl.level(named: effective.logLevel) ?? LogLevelControl.level
         replications = ReplicationManager(serverUUID: databases.serverUUID, databases: databases)
     }
 
     /// CouchDB's defaults: an admin party on loopback, unless admins were stored before.
     public convenience init(databases: DatabaseManager) throws {
         try self.init(databases: databases, configuration: ServerConfiguration())
+    }
+
+    /// Puts `configuration` in force: a new `AccessControl` (admins read again from their
+    /// file), the log level. Throws, changing nothing, when the configuration is refused.
+    func install(_ configuration: ServerConfiguration) throws {
+        let control = try AccessControl(configuration: configuration, databases: databases)
+        accessControlLock.withLock { currentAccessControl = control }
+        if let level = LogLevelControl.level(named: configuration.logLevel) { LogLevelControl.level = level }
     }
 
     /// True when no admin is configured and every client is one (CouchDB's admin party).

@@ -25,6 +25,13 @@ enum RouteTable {
         .server(.legacyConfig): [.GET: ServerRoutes.getLegacyResource, .PUT: ServerRoutes.getLegacyResource,
                                  .POST: ServerRoutes.getLegacyResource, .DELETE: ServerRoutes.getLegacyResource],
 
+        .node(.name): [.GET: ConfigurationRoutes.getNodeName],
+        .node(.config): [.GET: ConfigurationRoutes.getConfiguration],
+        .node(.configSection): [.GET: ConfigurationRoutes.getSection],
+        .node(.configKey): [.GET: ConfigurationRoutes.getKey, .PUT: ConfigurationRoutes.putKey,
+                            .DELETE: ConfigurationRoutes.deleteKey],
+        .node(.configReload): [.POST: ConfigurationRoutes.postReload],
+
         .database: [
             .GET: DatabaseRoutes.getDatabase,
             .PUT: DatabaseRoutes.putDatabase,

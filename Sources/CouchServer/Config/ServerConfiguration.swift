@@ -12,6 +12,13 @@ public struct ServerConfiguration: Sendable {
     public var maximumDocumentSize = 8_000_000
     public var authentication = AuthenticationConfiguration()
     public var cors = CORSConfiguration()
+    /// `[log] level`: debug, info, notice, warning, error, critical (CouchDB's names).
+    public var logLevel = "info"
+    /// Entries of the files read that Couchette does not interpret, shown by `_config` as given.
+    public var otherEntries: [ConfigurationFile.Entry] = []
+    /// `section/key` of values given on the command line or in `COUCHETTE_*` variables:
+    /// at start they win over the data directory's `local.ini`.
+    public var pinnedKeys: Set<String> = []
 
     public init() {}
 
@@ -167,5 +174,13 @@ extension ServerConfiguration {
         if let headers = file.value("headers", in: "cors") { cors.headers = list(headers).map { $0.lowercased() } }
         if let exposed = file.value("exposed_headers", in: "cors") { cors.exposedHeaders = list(exposed).map { $0.lowercased() } }
         if let maxAge = try int("max_age", "cors") { cors.maxAge = maxAge }
+        if let level = file.value("level", in: "log") {
+            guard LogLevelControl.level(named: level) != nil else { throw ConfigurationError("unknown log level \"\(level)\"") }
+            logLevel = level
+        }
+        for entry in file.entries where !Self.isInterpreted(entry) {
+            otherEntries.removeAll { $0.section == entry.section && $0.key == entry.key }
+            otherEntries.append(entry)
+        }
     }
 }
