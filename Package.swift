@@ -9,6 +9,7 @@ let package = Package(
         .library(name: "CouchStore", targets: ["CouchStore"]),
         .library(name: "CouchServer", targets: ["CouchServer"]),
         .library(name: "CouchReplication", targets: ["CouchReplication"]),
+        .library(name: "CouchFunctions", targets: ["CouchFunctions"]),
         .executable(name: "couchette", targets: ["couchette"]),
     ],
     dependencies: [
@@ -27,6 +28,8 @@ let package = Package(
                        providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CZlib", path: "Sources/CZlib", pkgConfig: "zlib",
                        providers: [.apt(["zlib1g-dev"])]),
+        .systemLibrary(name: "CJavaScriptCore", path: "Sources/CJavaScriptCore", pkgConfig: "javascriptcoregtk-4.1",
+                       providers: [.apt(["libjavascriptcoregtk-4.1-dev"])]),
         // Typed wrappers for the variadic C functions Swift cannot call.
         .target(name: "CShims", dependencies: ["CMicroHTTPD", "CCurl"]),
 
@@ -34,15 +37,19 @@ let package = Package(
         .target(name: "CouchStore", dependencies: [
             "CouchCore", "CSQLite", .product(name: "Logging", package: "swift-log"),
         ]),
+        // Design-document functions: the JavaScript engine, native functions, validation and filters.
+        .target(name: "CouchFunctions", dependencies: [
+            "CouchCore", "CouchStore", "CJavaScriptCore", .product(name: "Logging", package: "swift-log"),
+        ]),
         // An HTTP client on libcurl that knows nothing of CouchDB.
         .target(name: "CurlClient", dependencies: ["CCurl", "CShims"]),
         // The replicator: endpoints (local store or remote HTTP), stages, checkpoints, jobs.
         .target(name: "CouchReplication", dependencies: [
-            "CouchCore", "CouchStore", "CurlClient", "CCrypto",
+            "CouchCore", "CouchStore", "CouchFunctions", "CurlClient", "CCrypto",
             .product(name: "Logging", package: "swift-log"),
         ]),
         .target(name: "CouchServer", dependencies: [
-            "CouchCore", "CouchStore", "CouchReplication", "CMicroHTTPD", "CShims",
+            "CouchCore", "CouchStore", "CouchFunctions", "CouchReplication", "CMicroHTTPD", "CShims",
             .product(name: "Logging", package: "swift-log"),
         ]),
         .executableTarget(name: "couchette", dependencies: [
@@ -61,6 +68,9 @@ let package = Package(
             "CouchReplication", "CurlClient", "CouchServer", "CouchStore", "CouchCore", "CouchTestSupport",
         ], exclude: ["Support/tls_proxy.py"]),
         .testTarget(name: "CouchServerTests", dependencies: ["CouchServer", "CouchCore", "CouchTestSupport"]),
+        .testTarget(name: "CouchFunctionsTests", dependencies: [
+            "CouchFunctions", "CouchServer", "CouchReplication", "CouchStore", "CouchCore", "CouchTestSupport",
+        ]),
     ],
     swiftLanguageModes: [.v6]
 )

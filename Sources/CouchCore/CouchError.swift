@@ -39,22 +39,37 @@ public struct CouchError: Error, Sendable, Equatable, CustomStringConvertible {
         /// The peer refused a whole request as too large (413): the writer halves the batch.
         case requestBodyTooLarge = "request_body_too_large"
         case stopped
+        // Design-document functions (the JavaScript engine and native functions).
+        case compilationError = "compilation_error"
+        /// A function stopped by the time or memory limit.
+        case osProcessError = "os_process_error"
     }
 
     public let kind: Kind
     public let reason: String
+    /// An error name of the application's own (a JavaScript function that throws
+    /// `TypeError`, or `["error", name, reason]`), answered with the kind's status.
+    public private(set) var customName: String?
 
     public init(_ kind: Kind, _ reason: String) {
         self.kind = kind
         self.reason = reason
     }
 
-    public var error: String { kind.rawValue }
+    /// An error a design-document function named itself: 500, as CouchDB answers it.
+    public static func named(_ name: String, _ reason: String) -> CouchError {
+        var error = CouchError(.unknownError, reason)
+        error.customName = name
+        return error
+    }
+
+    public var error: String { customName ?? kind.rawValue }
 
     /// CouchDB's status for each error name.
     public var status: Int {
         switch kind {
-        case .badRequest, .invalidDatabaseName, .illegalDocumentID, .documentValidation, .queryParseError, .invalidJSON: 400
+        case .badRequest, .invalidDatabaseName, .illegalDocumentID, .documentValidation, .queryParseError, .invalidJSON,
+             .compilationError: 400
         case .unauthorized: 401
         case .forbidden: 403
         case .notFound: 404
@@ -67,7 +82,7 @@ public struct CouchError: Error, Sendable, Equatable, CustomStringConvertible {
         case .badContentType: 415
         case .headerTooLarge: 431
         case .rangeNotSatisfiable: 416
-        case .unknownError, .internalServerError: 500
+        case .unknownError, .internalServerError, .osProcessError: 500
         // Replication failures are the server's to report, as CouchDB's `_replicate` does.
         case .databaseNotFound, .peerUnreachable, .requestFailed, .checkpointCommitFailure, .filterFetchError,
              .requestBodyTooLarge, .stopped: 500
@@ -76,7 +91,7 @@ public struct CouchError: Error, Sendable, Equatable, CustomStringConvertible {
         }
     }
 
-    public var description: String { "\(kind.rawValue): \(reason)" }
+    public var description: String { "\(error): \(reason)" }
 
     /// CouchDB's wire form, `{"error": ..., "reason": ...}`.
     public var json: JSONValue { ["error": JSONValue(error), "reason": JSONValue(reason)] }

@@ -66,6 +66,10 @@ public struct DatabaseName: Hashable, Comparable, Sendable, CustomStringConverti
     public var description: String { rawValue }
     public var isSystem: Bool { rawValue.hasPrefix("_") }
 
+    /// A replicator database: `_replicator` or any `*/_replicator`, whose documents describe
+    /// replications (and may keep the replicator's `_replication_*` members).
+    public var isReplicator: Bool { rawValue == "_replicator" || rawValue.hasSuffix("/_replicator") }
+
     public static func < (lhs: DatabaseName, rhs: DatabaseName) -> Bool {
         lhs.rawValue.utf8.lexicographicallyPrecedes(rhs.rawValue.utf8)
     }

@@ -1,9 +1,11 @@
 import CouchCore
+import CouchFunctions
 import CouchStore
 import Foundation
 
 /// A local database's change feed for the replicator: rows read in batches straight from
-/// the store's changes index, filtered here (`doc_ids`, `selector`, `_design`); a
+/// the store's changes index, filtered here (`doc_ids`, `selector`, `_design`, named
+/// filters run by the function runtime as `_changes?filter=` would); a
 /// continuous feed waits for the database's commit notifications.
 final class LocalChangeStream: ChangeStream, @unchecked Sendable {
     private let database: Database
@@ -22,10 +24,12 @@ final class LocalChangeStream: ChangeStream, @unchecked Sendable {
     private var waiter: CheckedContinuation<Void, Never>?
     private var observer: Int?
 
-    init(database: Database, request: ChangesRequest) throws(ReplicationError) {
+    init(database: Database, request: ChangesRequest, functions: FunctionRuntime?) throws(ReplicationError) {
         self.database = database
         self.request = request
-        filter = try request.filter.map { filter throws(ReplicationError) in try LocalFilter(filter) }
+        filter = try request.filter.map { filter throws(ReplicationError) in
+            try LocalFilter(filter, database: database, functions: functions)
+        }
         position = request.since.leadingInteger ?? 0
         lastEmitted = position
         if request.continuous {
@@ -123,8 +127,9 @@ final class LocalChangeStream: ChangeStream, @unchecked Sendable {
                 throw ReplicationError(.unknown, "cannot read the changes of \(database.name): \(error)")
             }
             if !rows.isEmpty {
-                let events = rows.compactMap { row -> ChangeEvent? in
-                    guard filter?.accepts(row) ?? true else { return nil }
+                let passes = try filter?.accepts(rows) ?? rows.map { _ in true }
+                let events = zip(rows, passes).compactMap { row, passes -> ChangeEvent? in
+                    guard passes else { return nil }
                     let revisions = request.allLeaves ? (row.tree?.leaves.map(\.revision) ?? [row.winner]) : [row.winner]
                     return .change(Change(sequence: SourceSequence(UpdateSequence(row.sequence).json), id: row.id,
                                           revisions: revisions, isDeleted: row.isDeleted))
@@ -158,11 +163,12 @@ struct LocalFilter: Sendable {
         case documentIDs(Set<String>)
         case selector(MangoSelector)
         case designDocuments
+        case named(DocumentFilter)
     }
 
     let kind: Kind
 
-    init(_ filter: ReplicationFilter) throws(ReplicationError) {
+    init(_ filter: ReplicationFilter, database: Database, functions: FunctionRuntime?) throws(ReplicationError) {
         switch filter {
         case .documentIDs(let ids):
             kind = .documentIDs(Set(ids))
@@ -180,21 +186,46 @@ struct LocalFilter: Sendable {
                 return value.stringValue.flatMap { try? JSONValue.parse($0).arrayValue?.compactMap(\.stringValue) }
             }
             kind = .documentIDs(Set(ids ?? []))
-        case .named(let name, _):
-            throw ReplicationError(.notImplemented,
-                                   "filter `\(name)` cannot run on a local source: JavaScript filter functions are not supported yet")
+        case .named(let name, let parameters):
+            guard let functions else {
+                throw ReplicationError(.notImplemented, "filter `\(name)` cannot run here: no function runtime")
+            }
+            // The request a replicator's filter sees: `query_params` as the query string.
+            var request = FilterRequest(path: [database.name.rawValue, "_changes"], user: .internalWriter)
+            request.query = parameters
+            do {
+                kind = .named(try functions.filter(name, in: database,
+                                                   request: request.json(database: database,
+                                                                         securityObject: functions.securityObject(of: database))))
+            } catch {
+                throw ReplicationError(.filterFetchError, "Couldn't run filter `\(name)` of source \(database.name): \(error.reason)")
+            }
         }
     }
 
     var needsDocument: Bool {
-        if case .selector = kind { return true }
-        return false
+        switch kind {
+        case .selector, .named: true
+        default: false
+        }
+    }
+
+    func accepts(_ rows: [ChangeRow]) throws(ReplicationError) -> [Bool] {
+        guard case .named(let filter) = kind else { return rows.map(accepts) }
+        do {
+            return try filter.accepts(rows.map {
+                DocumentFilter.document(id: $0.id, revision: $0.winner, isDeleted: $0.isDeleted, body: $0.body)
+            })
+        } catch {
+            throw ReplicationError(.unknown, "filter function failed: \(error)")
+        }
     }
 
     func accepts(_ row: ChangeRow) -> Bool {
         switch kind {
         case .documentIDs(let ids): return ids.contains(row.id.rawValue)
         case .designDocuments: return row.id.isDesign
+        case .named: return true
         case .selector(let selector):
             var document: JSONObject = ["_id": JSONValue(row.id.rawValue), "_rev": JSONValue(row.winner.description)]
             if let body = row.body, case .object(let members)? = try? JSONValue.parse(body) {

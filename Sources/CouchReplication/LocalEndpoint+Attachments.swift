@@ -80,7 +80,7 @@ extension LocalEndpoint {
                 database.discardStaged(Array(following.values))
                 return WriteFailure(id: revision.id, revision: revision.revision, error: error.error, reason: error.reason)
             }
-            if case .failure(let error) = try database.bulkUpdate([edit], newEdits: false, following: following)[0] {
+            if case .failure(let error) = try database.bulkUpdate([edit], newEdits: false, following: following, as: self.user)[0] {
                 return WriteFailure(id: revision.id, revision: revision.revision, error: error.error, reason: error.reason)
             }
             return nil

@@ -1,4 +1,5 @@
 import CouchCore
+import CouchFunctions
 import CouchStore
 import Foundation
 
@@ -7,12 +8,18 @@ import Foundation
 public final class LocalEndpoint: DatabaseEndpoint, @unchecked Sendable {
     public let name: DatabaseName
     private let databases: DatabaseManager
+    /// Runs a named filter when this database is the source.
+    private let functions: FunctionRuntime?
+    /// Who writes replicated revisions, as validation functions see it: the replicator,
+    /// with the admin role (only server admins start replications).
+    let user = UserContext.internalWriter
     private let lock = NSLock()
     private var opened: Database?
 
-    public init(name: DatabaseName, databases: DatabaseManager) {
+    public init(name: DatabaseName, databases: DatabaseManager, functions: FunctionRuntime? = nil) {
         self.name = name
         self.databases = databases
+        self.functions = functions
     }
 
     public var displayName: String { name.rawValue }
@@ -118,7 +125,7 @@ public final class LocalEndpoint: DatabaseEndpoint, @unchecked Sendable {
     }
 
     public func changes(_ request: ChangesRequest) async throws(ReplicationError) -> any ChangeStream {
-        try LocalChangeStream(database: try database(), request: request)
+        try LocalChangeStream(database: try database(), request: request, functions: functions)
     }
 
     public func revisionsDifference(_ revisions: [(DocumentID, [RevisionID])]) async throws(ReplicationError) -> [MissingRevisions] {
@@ -208,7 +215,7 @@ public final class LocalEndpoint: DatabaseEndpoint, @unchecked Sendable {
                                                  error: error.error, reason: error.reason))
                 }
             }
-            let results = try database.bulkUpdate(edits, newEdits: false)
+            let results = try database.bulkUpdate(edits, newEdits: false, as: self.user)
             for (revision, result) in zip(writing, results) {
                 if case .failure(let error) = result {
                     failures.append(WriteFailure(id: revision.id, revision: revision.revision,

@@ -48,6 +48,21 @@ public final class Replication: @unchecked Sendable {
     /// Stops the job (after a last checkpoint); its outcome becomes `cancelled`.
     public func cancel() { handle(.stop) }
 
+    /// Ends the job with a permanent failure (its local database was deleted).
+    public func fail(_ error: ReplicationError) { handle(.fail(error)) }
+
+    /// Failures in a row since the job last made progress (the scheduler's `error_count`).
+    public var consecutiveFailures: Int {
+        lock.withLock { machine.backoff.failures }
+    }
+
+    /// Called after each change of state (on the thread that caused it), with the new state.
+    public var onStateChange: (@Sendable (Replication, ReplicationStateMachine.State) -> Void)? {
+        get { lock.withLock { stateObserver } }
+        set { lock.withLock { stateObserver = newValue } }
+    }
+    private var stateObserver: (@Sendable (Replication, ReplicationStateMachine.State) -> Void)?
+
     /// The outcome once finished; nil while running.
     public var outcome: Outcome? {
         lock.lock()
@@ -95,8 +110,12 @@ public final class Replication: @unchecked Sendable {
             lock.unlock()
             return
         }
+        let before = machine.state
         let actions = machine.handle(event)
+        let after = machine.state
+        let observer = stateObserver
         lock.unlock()
+        if before != after { observer?(self, after) }
         perform(actions)
     }
 

@@ -1,4 +1,5 @@
 import CouchCore
+import CouchFunctions
 import CouchStore
 import CurlClient
 import Foundation
@@ -11,6 +12,8 @@ import Logging
 public final class ReplicationManager: @unchecked Sendable {
     public let serverUUID: String
     private let databases: DatabaseManager?
+    /// Runs named filters on local sources.
+    private let functions: FunctionRuntime?
     private let clientConfiguration: HTTPClientConfiguration
     private let logger = Logger(label: "couchette.replication")
     private let lock = NSLock()
@@ -26,10 +29,11 @@ public final class ReplicationManager: @unchecked Sendable {
         set { lock.withLock { backoff = newValue } }
     }
 
-    public init(serverUUID: String, databases: DatabaseManager?,
+    public init(serverUUID: String, databases: DatabaseManager?, functions: FunctionRuntime? = nil,
                 clientConfiguration: HTTPClientConfiguration = ReplicationManager.defaultClientConfiguration) {
         self.serverUUID = serverUUID
         self.databases = databases
+        self.functions = functions
         self.clientConfiguration = clientConfiguration
     }
 
@@ -134,7 +138,11 @@ public final class ReplicationManager: @unchecked Sendable {
         }
         let job = Replication(id: id, settings: settings, source: source, target: target, backoff: backoff,
                               logger: logger)
-        job.onFinish = { [weak self] finished in self?.forget(finished) }
+        let watches = watchDeletion(of: settings, failing: job)
+        job.onFinish = { [weak self] finished in
+            watches.forEach { $0.database.notifier.remove($0.token) }
+            self?.forget(finished)
+        }
         jobs[id.jobID] = job
         let previous = stopping[id.baseID]
         lock.unlock()
@@ -144,6 +152,20 @@ public final class ReplicationManager: @unchecked Sendable {
             job.start()
         }
         return job
+    }
+
+    /// A job whose local source or target is deleted fails with CouchDB's `db_not_found`
+    /// (rather than wait forever on the deleted file, holding it open).
+    private func watchDeletion(of settings: ReplicationSettings, failing job: Replication) -> [(database: Database, token: Int)] {
+        guard let databases else { return [] }
+        return [settings.source, settings.target].compactMap { peer -> (database: Database, token: Int)? in
+            guard case .local(let name) = peer, let database = try? databases.database(name) else { return nil }
+            let token = database.notifier.observe { [weak job] event in
+                guard case .databaseDeleted = event else { return }
+                job?.fail(ReplicationError(.databaseNotFound, "could not open \(name.rawValue)"))
+            }
+            return (database, token)
+        }
     }
 
     private func forget(_ job: Replication) {
@@ -160,7 +182,7 @@ public final class ReplicationManager: @unchecked Sendable {
             guard let databases else {
                 throw ReplicationError(.badRequest, "`\(name.rawValue)` is not a URL and there are no local databases here")
             }
-            return LocalEndpoint(name: name, databases: databases)
+            return LocalEndpoint(name: name, databases: databases, functions: functions)
         case .remote(let remote):
             return RemoteEndpoint(peer: remote, client: client, retries: settings.retriesPerRequest, logger: logger)
         }

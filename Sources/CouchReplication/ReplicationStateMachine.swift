@@ -34,6 +34,9 @@ public struct ReplicationStateMachine: Sendable {
         case sessionFailed(ReplicationError)
         case retryTimerFired
         case stop
+        /// Ends the job with a permanent failure found outside its sessions (a local
+        /// database deleted under it).
+        case fail(ReplicationError)
     }
 
     public enum Outcome: Sendable, Equatable {
@@ -117,6 +120,13 @@ public struct ReplicationStateMachine: Sendable {
             if sessionRunning { actions.append(.stopSession) }
             if state == .offline || state == .crashing { actions.append(.cancelRetry) }
             return actions + finish(.cancelled)
+
+        case .fail(let error):
+            lastError = error
+            var actions: [Action] = []
+            if sessionRunning { actions.append(.stopSession) }
+            if state == .offline || state == .crashing { actions.append(.cancelRetry) }
+            return actions + finish(.failed(error))
         }
     }
 

@@ -1,4 +1,5 @@
 import CouchCore
+import CouchFunctions
 import CouchReplication
 import CouchStore
 import Foundation
@@ -12,13 +13,19 @@ public final class CouchServer: RequestHandler {
     public var configuration: ServerConfiguration { accessControl.configuration }
     /// The layered configuration behind `/_node/_local/_config` (see `Config/`).
     let liveConfiguration: LiveConfiguration
-    private let accessControlLock = NSLock()
-    nonisolated(unsafe) private var currentAccessControl: AccessControl
+    private let accessControlHolder: AccessControlHolder
     /// Admins, sessions, the authorization policy and CORS (see `Auth/`), rebuilt when the
     /// configuration changes; a request keeps the one it started with.
-    var accessControl: AccessControl { accessControlLock.withLock { currentAccessControl } }
+    var accessControl: AccessControl { accessControlHolder.current }
     /// The replications started with `POST /_replicate`, listed by `GET /_active_tasks`.
     public let replications: ReplicationManager
+    /// Design documents' functions and the native ones an embedding application registers;
+    /// validates every write of `databases`.
+    public let functions: FunctionRuntime
+    /// Owns every job (from `_replicate` and `_replicator` documents): `_scheduler/jobs`.
+    public let scheduler: ReplicationScheduler
+    /// Watches the replicator databases: `_scheduler/docs`.
+    public let replicatorDatabase: ReplicatorDatabase
     let logger = Logger(label: "couchette.server")
 
     /// A server for `databases`, its admins (stored hashed) and session secret kept in
@@ -27,9 +34,24 @@ public final class CouchServer: RequestHandler {
         self.databases = databases
         liveConfiguration = try LiveConfiguration(base: configuration, directory: databases.directory)
         let effective = try liveConfiguration.effective(firstTime: true)
-        currentAccessControl = try AccessControl(configuration: effective, databases: databases)
+        let holder = AccessControlHolder(try AccessControl(configuration: effective, databases: databases))
+        accessControlHolder = holder
         LogLevelControl.level = LogLevelControl.level(named: effective.logLevel) ?? LogLevelControl.level
-        replications = ReplicationManager(serverUUID: databases.serverUUID, databases: databases)
+        functions = FunctionRuntime(limits: effective.functions, securityObject: { database in
+            (try? holder.current.securityObject(of: database).json) ?? [:]
+        })
+        databases.validator = functions
+        replications = ReplicationManager(serverUUID: databases.serverUUID, databases: databases, functions: functions)
+        scheduler = ReplicationScheduler(manager: replications, configuration: effective.replicator)
+        replicatorDatabase = ReplicatorDatabase(databases: databases, scheduler: scheduler)
+        replicatorDatabase.start()
+    }
+
+    /// Stops every replication (each writes a last checkpoint); `_replicator` documents
+    /// keep their state, so their jobs resume when a server starts on this data again.
+    public func shutdown() {
+        replicatorDatabase.stop()
+        scheduler.shutdown()
     }
 
     /// CouchDB's defaults: an admin party on loopback, unless admins were stored before.
@@ -40,8 +62,7 @@ public final class CouchServer: RequestHandler {
     /// Puts `configuration` in force: a new `AccessControl` (admins read again from their
     /// file), the log level. Throws, changing nothing, when the configuration is refused.
     func install(_ configuration: ServerConfiguration) throws {
-        let control = try AccessControl(configuration: configuration, databases: databases)
-        accessControlLock.withLock { currentAccessControl = control }
+        accessControlHolder.current = try AccessControl(configuration: configuration, databases: databases)
         if let level = LogLevelControl.level(named: configuration.logLevel) { LogLevelControl.level = level }
     }
 
@@ -105,4 +126,17 @@ public final class CouchServer: RequestHandler {
     }
 
     static let maximumDocumentSize = 64 * 1024 * 1024
+}
+
+/// The access control in force, swapped whole when the configuration changes.
+final class AccessControlHolder: @unchecked Sendable {
+    private let lock = NSLock()
+    private var control: AccessControl
+
+    init(_ control: AccessControl) { self.control = control }
+
+    var current: AccessControl {
+        get { lock.withLock { control } }
+        set { lock.withLock { control = newValue } }
+    }
 }

@@ -12,6 +12,16 @@ public enum Endpoint: Sendable, Equatable {
     case designResource(DatabaseName, DocumentID, String)
     /// `/_node/{node}/...`: the node name as written (`_local` or the real name) and what is asked.
     case node(String, NodeResource)
+    /// `/_scheduler/...`
+    case scheduler(SchedulerResource)
+
+    public enum SchedulerResource: Sendable, Equatable {
+        case jobs
+        case job(String)
+        /// `_scheduler/docs` (nil: every replicator database) and `_scheduler/docs/{db}`.
+        case documents(DatabaseName?)
+        case document(DatabaseName, DocumentID)
+    }
 
     public enum ServerResource: String, Sendable, CaseIterable {
         case root = ""
@@ -118,6 +128,10 @@ public enum Endpoint: Sendable, Equatable {
             self = .node(decoded[1], try NodeResource(decoded.dropFirst(2)))
             return
         }
+        if decoded[0] == "_scheduler" {
+            self = .scheduler(try Self.schedulerResource(Array(decoded.dropFirst())))
+            return
+        }
         let database = try DatabaseName(decoded[0])
         guard decoded.count > 1 else {
             self = .database(database)
@@ -147,6 +161,31 @@ public enum Endpoint: Sendable, Equatable {
         }
     }
 
+    /// CouchDB's `_scheduler` paths; a replicator database's `/` may be left unescaped
+    /// (`/_scheduler/docs/a/b/_replicator/doc`), as `couch_replicator_httpd` allows.
+    private static func schedulerResource(_ parts: [String]) throws(CouchError) -> SchedulerResource {
+        switch parts.first {
+        case "jobs"?:
+            if parts.count == 1 { return .jobs }
+            if parts.count == 2 { return .job(parts[1]) }
+        case "docs"?:
+            let rest = Array(parts.dropFirst())
+            if rest.isEmpty { return .documents(nil) }
+            if rest.count == 1, let name = try? DatabaseName(rest[0]), name.isReplicator { return .documents(name) }
+            if rest.count == 2, let name = try? DatabaseName(rest[0]), name.isReplicator {
+                return .document(name, DocumentID(rest[1]))
+            }
+            guard let index = rest.firstIndex(of: "_replicator"), rest.count - index <= 2 else {
+                throw CouchError.badRequest("Invalid _scheduler/docs path")
+            }
+            let name = try DatabaseName(rest[...index].joined(separator: "/"))
+            return index + 1 < rest.count ? .document(name, DocumentID(rest[index + 1])) : .documents(name)
+        default:
+            break
+        }
+        throw CouchError(.notFound, "missing")
+    }
+
     private static func documentOrAttachment(_ database: DatabaseName, _ id: DocumentID, _ rest: [String]) -> Endpoint {
         guard let first = rest.first else { return .document(database, id) }
         if id.isDesign, first.hasPrefix("_") { return .designResource(database, id, first) }
@@ -163,12 +202,19 @@ public enum Endpoint: Sendable, Equatable {
         case .attachment: .attachment
         case .designResource: .designResource
         case .node(_, let resource): .node(resource.route)
+        case .scheduler(let resource):
+            switch resource {
+            case .jobs: .scheduler(.jobs)
+            case .job: .scheduler(.job)
+            case .documents: .scheduler(.documents)
+            case .document: .scheduler(.document)
+            }
         }
     }
 
     public var databaseName: DatabaseName? {
         switch self {
-        case .server, .node: nil
+        case .server, .node, .scheduler: nil
         case .database(let name), .databaseResource(let name, _), .document(let name, _),
              .attachment(let name, _, _), .designResource(let name, _, _): name
         }
@@ -185,4 +231,9 @@ enum RouteKey: Hashable, Sendable {
     case attachment
     case designResource
     case node(Endpoint.NodeRoute)
+    case scheduler(SchedulerRoute)
+
+    enum SchedulerRoute: Hashable, Sendable {
+        case jobs, job, documents, document
+    }
 }

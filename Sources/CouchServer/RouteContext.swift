@@ -57,12 +57,21 @@ public struct RouteContext: Sendable {
 
     // MARK: Query parameters, read as CouchDB reads them
 
+    /// `true`/`false` in any case (what CouchDB's view parameters accept; `requests` in Python
+    /// sends `True`). Another value is a `query_parse_error` where CouchDB parses it as a view
+    /// parameter (`_all_docs`, `_design_docs`); elsewhere CouchDB ignores it, and so do we.
     public func boolOption(_ name: String, default defaultValue: Bool = false) throws(CouchError) -> Bool {
         guard let value = request.queryValue(name) else { return defaultValue }
-        switch value {
+        switch value.lowercased() {
         case "true": return true
         case "false": return false
-        default: throw CouchError(.queryParseError, "Invalid boolean parameter: \"\(value)\"")
+        default:
+            switch endpoint {
+            case .databaseResource(_, .allDocuments), .databaseResource(_, .designDocuments):
+                throw CouchError(.queryParseError, "Invalid boolean parameter: \"\(value)\"")
+            default:
+                return defaultValue
+            }
         }
     }
 

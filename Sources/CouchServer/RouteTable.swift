@@ -32,6 +32,11 @@ enum RouteTable {
                             .DELETE: ConfigurationRoutes.deleteKey],
         .node(.configReload): [.POST: ConfigurationRoutes.postReload],
 
+        .scheduler(.jobs): [.GET: SchedulerRoutes.getJobs],
+        .scheduler(.job): [.GET: SchedulerRoutes.getJob],
+        .scheduler(.documents): [.GET: SchedulerRoutes.getDocuments],
+        .scheduler(.document): [.GET: SchedulerRoutes.getDocument],
+
         .database: [
             .GET: DatabaseRoutes.getDatabase,
             .PUT: DatabaseRoutes.putDatabase,

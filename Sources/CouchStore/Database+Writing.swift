@@ -6,15 +6,17 @@ public typealias WriteResult = Result<RevisionID, CouchError>
 
 extension Database {
     /// An interactive edit (`new_edits=true`): the edit must name the current leaf it replaces.
-    public func update(_ edit: DocumentEdit) throws -> RevisionID {
-        try bulkUpdate([edit], newEdits: true)[0].get()
+    public func update(_ edit: DocumentEdit, as user: UserContext = .internalWriter) throws -> RevisionID {
+        try bulkUpdate([edit], newEdits: true, as: user)[0].get()
     }
 
     /// Writes replicated revisions (`new_edits=false`) or interactive edits, sharing one
     /// commit; each document succeeds or fails on its own. `following` holds the bodies of
     /// attachments marked `"follows": true` (a multipart upload), by attachment name.
-    public func bulkUpdate(_ edits: [DocumentEdit], newEdits: Bool,
-                           following: [String: StagedBlob] = [:]) throws -> [WriteResult] {
+    /// Validation runs before the edits enter the single writer, against the documents as
+    /// they are then; inside, only an edit whose document moved meanwhile is checked again.
+    public func bulkUpdate(_ edits: [DocumentEdit], newEdits: Bool, following: [String: StagedBlob] = [:],
+                           as user: UserContext = .internalWriter) throws -> [WriteResult] {
         let prepared: [Result<PreparedEdit, CouchError>] = edits.map { edit in
             do {
                 return .success(try prepare(edit, following: following))
@@ -24,15 +26,18 @@ extension Database {
                 return .failure(CouchError.internalError("cannot stage attachments"))
             }
         }
+        let checks = validateBeforeWriting(prepared, newEdits: newEdits, user: user)
+        noteDesignWrite(edits)
+        defer { noteDesignWrite(edits) }
         let results: [WriteResult]
         do {
             results = try writer.perform { transaction in
-                prepared.map { preparation -> WriteResult in
-                    switch preparation {
-                    case .failure(let error): return .failure(error)
-                    case .success(let edit):
+                prepared.enumerated().map { index, preparation -> WriteResult in
+                    switch (preparation, checks[index]) {
+                    case (.failure(let error), _), (_, .failure(let error)): return .failure(error)
+                    case (.success(let edit), .success(let check)):
                         return self.inSavepoint(transaction) {
-                            try self.apply(edit, newEdits: newEdits, in: transaction)
+                            try self.apply(edit, newEdits: newEdits, user: user, check: check, in: transaction)
                         }
                     }
                 }
@@ -47,32 +52,34 @@ extension Database {
 
     /// An interactive edit whose attachments are given as stored ones (`COPY`): their bytes
     /// are shared in the blob store, not copied.
-    public func update(_ edit: DocumentEdit, keeping attachmentList: [AttachmentInfo]) throws -> RevisionID {
-        try writer.perform { transaction in
+    public func update(_ edit: DocumentEdit, keeping attachmentList: [AttachmentInfo],
+                       as user: UserContext = .internalWriter) throws -> RevisionID {
+        let prepared = PreparedEdit(edit: edit, attachments: attachmentList.map(AttachmentInput.kept), staged: [])
+        let check = try validateBeforeWriting([.success(prepared)], newEdits: true, user: user)[0].get()
+        noteDesignWrite([edit])
+        defer { noteDesignWrite([edit]) }
+        return try writer.perform { transaction in
             try self.inSavepoint(transaction) {
-                try self.apply(PreparedEdit(edit: edit, attachments: attachmentList.map(AttachmentInput.kept), staged: []),
-                               newEdits: true, in: transaction)
+                try self.apply(prepared, newEdits: true, user: user, check: check, in: transaction)
             }.get()
         }
     }
 
     /// Adds or replaces one attachment (`PUT /db/doc/att`), keeping the rest of the revision.
     public func putAttachment(_ id: DocumentID, revision: RevisionID?, name: String, contentType: String,
-                              blob: StagedBlob) throws -> RevisionID {
+                              blob: StagedBlob, as user: UserContext = .internalWriter) throws -> RevisionID {
+        let build = { (connection: SQLiteConnection) throws -> PreparedEdit in
+            let parent = try self.parentContent(id, revision: revision, connection: connection)
+            // The new attachment first, then the others in their order, as CouchDB lists them
+            // (the order is part of the revision ID).
+            let inputs: [AttachmentInput] = [.blob(name: name, contentType: contentType, blob: blob, encoding: nil,
+                                                   length: blob.length, revpos: nil)]
+                + parent.attachments.filter { $0.name != name }.map(AttachmentInput.kept)
+            return PreparedEdit(edit: DocumentEdit(id: id, revision: revision, body: parent.body), attachments: inputs, staged: [])
+        }
         let result: RevisionID
         do {
-            result = try writer.perform { transaction in
-            try self.inSavepoint(transaction) {
-                let parent = try self.parentContent(id, revision: revision, connection: transaction.connection)
-                // The new attachment first, then the others in their order, as CouchDB lists them
-                // (the order is part of the revision ID).
-                let inputs: [AttachmentInput] = [.blob(name: name, contentType: contentType, blob: blob, encoding: nil,
-                                                       length: blob.length, revpos: nil)]
-                    + parent.attachments.filter { $0.name != name }.map(AttachmentInput.kept)
-                let edit = DocumentEdit(id: id, revision: revision, body: parent.body)
-                return try self.apply(PreparedEdit(edit: edit, attachments: inputs, staged: []), newEdits: true, in: transaction)
-            }.get()
-            }
+            result = try writeAttachmentEdit(id, build: build, user: user)
         } catch {
             attachments.release([blob])
             if blob.isNew { removeIfUnreferenced([blob]) }
@@ -83,14 +90,30 @@ extension Database {
     }
 
     /// Removes one attachment (`DELETE /db/doc/att?rev=`).
-    public func deleteAttachment(_ id: DocumentID, revision: RevisionID, name: String) throws -> RevisionID {
-        try writer.perform { transaction in
+    public func deleteAttachment(_ id: DocumentID, revision: RevisionID, name: String,
+                                 as user: UserContext = .internalWriter) throws -> RevisionID {
+        try writeAttachmentEdit(id, build: { connection in
+            let parent = try self.parentContent(id, revision: revision, connection: connection)
+            guard parent.attachments.contains(where: { $0.name == name }) else { throw CouchError.notFound("Document is missing attachment") }
+            let inputs = parent.attachments.filter { $0.name != name }.map(AttachmentInput.kept)
+            return PreparedEdit(edit: DocumentEdit(id: id, revision: revision, body: parent.body), attachments: inputs, staged: [])
+        }, user: user)
+    }
+
+    /// An edit of one attachment, built from its parent revision: validated first against
+    /// the parent as a reader sees it (a named leaf does not change), then written.
+    private func writeAttachmentEdit(_ id: DocumentID, build: @escaping (SQLiteConnection) throws -> PreparedEdit,
+                                     user: UserContext) throws -> RevisionID {
+        var check = ValidationCheck.notChecked
+        if let validator, id.isDesign || validator.validates(self), let early = try? readers.withConnection(build) {
+            check = try validateBeforeWriting([.success(early)], newEdits: true, user: user)[0].get()
+        }
+        let isDesign = [DocumentEdit(id: id)]
+        noteDesignWrite(isDesign)
+        defer { noteDesignWrite(isDesign) }
+        return try writer.perform { transaction in
             try self.inSavepoint(transaction) {
-                let parent = try self.parentContent(id, revision: revision, connection: transaction.connection)
-                guard parent.attachments.contains(where: { $0.name == name }) else { throw CouchError.notFound("Document is missing attachment") }
-                let inputs = parent.attachments.filter { $0.name != name }.map(AttachmentInput.kept)
-                let edit = DocumentEdit(id: id, revision: revision, body: parent.body)
-                return try self.apply(PreparedEdit(edit: edit, attachments: inputs, staged: []), newEdits: true, in: transaction)
+                try self.apply(try build(transaction.connection), newEdits: true, user: user, check: check, in: transaction)
             }.get()
         }
     }
@@ -131,7 +154,8 @@ extension Database {
         return (body, stored.attachments)
     }
 
-    private func apply(_ prepared: PreparedEdit, newEdits: Bool, in transaction: WriteTransaction) throws -> RevisionID {
+    private func apply(_ prepared: PreparedEdit, newEdits: Bool, user: UserContext, check: ValidationCheck,
+                       in transaction: WriteTransaction) throws -> RevisionID {
         let edit = prepared.edit
         guard let id = edit.id else { throw CouchError.badRequest("Document id is missing") }
         if id.isLocal { return try applyLocal(edit, id: id, in: transaction) }
@@ -180,10 +204,8 @@ extension Database {
         case .newLeaf, .newBranch:
             break
         }
-        if let validator {
-            try validator(ProposedRevision(documentID: id, revision: revision, isDeleted: edit.isDeleted,
-                                           body: body, isReplicated: !newEdits))
-        }
+        try validateInWriter(prepared, newEdits: newEdits, user: user, check: check, tree: existing?.tree ?? RevisionTree(),
+                             connection: connection)
         let removed = tree.stem(limit: revsLimit)
         guard let winner = tree.winner else { throw CouchError.internalError("revision tree has no leaf") }
         let sequence = transaction.nextSequence()
@@ -237,6 +259,55 @@ extension Database {
             [.int(sequence), .int(winner.isDeleted ? 1 : 0), .text(winner.revision.description),
              winnerBody, .blob(tree.encoded()), winnerAttachments, .int(existing.key)])
         return revision
+    }
+
+    /// Validates edits against the documents as a reader sees them, outside the writer, so
+    /// that a slow function holds no other write back. Per edit: the check made, or the
+    /// error that refuses it.
+    private func validateBeforeWriting(_ prepared: [Result<PreparedEdit, CouchError>], newEdits: Bool,
+                                       user: UserContext) -> [Result<ValidationCheck, CouchError>] {
+        guard let validator else { return prepared.map { _ in .success(.notChecked) } }
+        // Design documents are always checked (their functions must compile).
+        let active = validator.validates(self)
+        guard active || prepared.contains(where: { (try? $0.get().edit.id?.isDesign) == true }) else {
+            return prepared.map { _ in .success(.notChecked) }
+        }
+        let checked: [Result<ValidationCheck, CouchError>]? = try? readers.withConnection { connection in
+            prepared.map { preparation -> Result<ValidationCheck, CouchError> in
+                guard case .success(let edit) = preparation, active || edit.edit.id?.isDesign == true else {
+                    return .success(.notChecked)
+                }
+                do {
+                    guard let proposal = try self.proposedWrite(edit, newEdits: newEdits, user: user,
+                                                                connection: connection) else { return .success(.notChecked) }
+                    try validator.validate(proposal.write, in: self)
+                    return .success(.checked(oldRevision: proposal.oldRevision))
+                } catch let error as CouchError {
+                    return .failure(error)
+                } catch {
+                    return .success(.notChecked)
+                }
+            }
+        }
+        return checked ?? prepared.map { _ in .success(.notChecked) }
+    }
+
+    /// Inside the writer: validates an edit not checked before, or whose old revision is no
+    /// longer the one it was checked against.
+    private func validateInWriter(_ prepared: PreparedEdit, newEdits: Bool, user: UserContext, check: ValidationCheck,
+                                  tree: RevisionTree, connection: SQLiteConnection) throws {
+        guard let validator, prepared.edit.id?.isDesign == true || validator.validates(self) else { return }
+        if case .checked(let checkedRevision) = check,
+           let current = try oldRevision(of: prepared.edit, newEdits: newEdits, tree: tree),
+           current.revision == checkedRevision {
+            return
+        }
+        guard let proposal = try proposedWrite(prepared, newEdits: newEdits, user: user, connection: connection) else { return }
+        try validator.validate(proposal.write, in: self)
+    }
+
+    func interactiveParent(for edit: DocumentEdit, tree: RevisionTree) throws(CouchError) -> RevisionID? {
+        try parentRevision(for: edit, tree: tree)
     }
 
     /// The leaf an interactive edit replaces, after CouchDB's rules: a new document has

@@ -21,9 +21,14 @@ public final class Database: @unchecked Sendable {
     var cachedSecurityObject: JSONObject??
     private let compactionLock = NSLock()
     private var compacting = false
-    /// The one place a validation function (design documents, embedding apps) checks a
-    /// revision before it is written, for interactive and replicated writes alike.
-    public var validator: RevisionValidator?
+    /// Checks every revision before it is written, interactive and replicated alike; set
+    /// by the `DatabaseManager` from its own.
+    public var validator: DocumentValidator? {
+        get { settingsLock.withLock { installedValidator } }
+        set { settingsLock.withLock { installedValidator = newValue } }
+    }
+    private var installedValidator: DocumentValidator?
+    private var designWrites = 0
 
     public static let defaultRevsLimit = 1000
 
@@ -53,6 +58,15 @@ public final class Database: @unchecked Sendable {
 
     static func attachmentDirectory(for path: String) -> String {
         String(path.dropLast(DatabaseManager.fileExtension.count)) + ".attachments"
+    }
+
+    /// Changes whenever a design document may have been written (before and after its
+    /// commit), so that what is derived from the design documents can tell it is stale.
+    public var designGeneration: Int { settingsLock.withLock { designWrites } }
+
+    func noteDesignWrite(_ edits: [DocumentEdit]) {
+        guard edits.contains(where: { $0.id?.isDesign == true }) else { return }
+        settingsLock.withLock { designWrites &+= 1 }
     }
 
     /// The last committed sequence.
@@ -134,14 +148,3 @@ public struct DatabaseInfo: Sendable {
     public let compactRunning: Bool
 }
 
-/// A revision about to be written, as a validation function sees it.
-public struct ProposedRevision: Sendable {
-    public let documentID: DocumentID
-    public let revision: RevisionID
-    public let isDeleted: Bool
-    public let body: [UInt8]
-    /// True for replicated writes (`new_edits=false`).
-    public let isReplicated: Bool
-}
-
-public typealias RevisionValidator = @Sendable (ProposedRevision) throws -> Void

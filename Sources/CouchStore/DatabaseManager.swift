@@ -10,10 +10,30 @@ public final class DatabaseManager: @unchecked Sendable {
     public let serverUUID: String
     private let lock = NSLock()
     private var open: [DatabaseName: Database] = [:]
+    private var installedValidator: DocumentValidator?
+    /// Checks every write to every database (design documents' validation functions, as
+    /// the server wires it); applies to databases already open and to those opened later.
+    public var validator: DocumentValidator? {
+        get { lock.withLock { installedValidator } }
+        set {
+            let databases = lock.withLock {
+                installedValidator = newValue
+                return Array(open.values)
+            }
+            for database in databases { database.validator = newValue }
+        }
+    }
     private let logger = Logger(label: "couchette.store")
     /// Every database's creation, updates and deletion, for `GET /_db_updates`.
     public let updates: DatabaseUpdateLog
     static let fileExtension = ".couch"
+    private var creationObservers: [@Sendable (Database) -> Void] = []
+
+    /// Calls `observer` with every database created from now on (the replicator watches
+    /// new `*/_replicator` databases), on the creating thread, after the creation.
+    public func observeCreations(_ observer: @escaping @Sendable (Database) -> Void) {
+        lock.withLock { creationObservers.append(observer) }
+    }
 
     public init(directory: String) throws {
         self.directory = directory
@@ -64,12 +84,24 @@ public final class DatabaseManager: @unchecked Sendable {
 
     public func create(_ name: DatabaseName) throws -> Database {
         lock.lock()
-        defer { lock.unlock() }
         let path = path(for: name)
-        if open[name] != nil || FileManager.default.fileExists(atPath: path) { throw CouchError.databaseExists }
-        let database = opened(try Database(name: name, path: path, create: true))
+        if open[name] != nil || FileManager.default.fileExists(atPath: path) {
+            lock.unlock()
+            throw CouchError.databaseExists
+        }
+        let database: Database
+        do {
+            database = opened(try Database(name: name, path: path, create: true))
+        } catch {
+            lock.unlock()
+            throw error
+        }
+        database.validator = installedValidator
+        let observers = creationObservers
+        lock.unlock()
         logger.info("created database \(name)")
         updates.record(.created, name)
+        observers.forEach { $0(database) }
         return database
     }
 
@@ -80,7 +112,9 @@ public final class DatabaseManager: @unchecked Sendable {
         if let database = open[name] { return database }
         let path = path(for: name)
         guard FileManager.default.fileExists(atPath: path) else { throw CouchError.databaseMissing }
-        return opened(try Database(name: name, path: path, create: false))
+        let database = opened(try Database(name: name, path: path, create: false))
+        database.validator = installedValidator
+        return database
     }
 
     public func delete(_ name: DatabaseName) throws {

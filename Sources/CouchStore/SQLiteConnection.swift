@@ -132,7 +132,17 @@ final class SQLiteStatement {
             let code: Int32
             switch value {
             case .int(let int): code = sqlite3_bind_int64(pointer, index, Int64(int))
-            case .text(let text): code = sqlite3_bind_text(pointer, index, text, -1, Self.transient)
+            case .text(let text):
+                // With its byte length, not as a C string: a NUL inside an ID or key is kept.
+                var text = text
+                code = text.withUTF8 { utf8 in
+                    utf8.withMemoryRebound(to: CChar.self) { chars in
+                        withUnsafePointer(to: CChar(0)) { empty in
+                            sqlite3_bind_text64(pointer, index, chars.baseAddress ?? empty, UInt64(chars.count),
+                                                Self.transient, UInt8(SQLITE_UTF8))
+                        }
+                    }
+                }
             case .blob(let bytes):
                 code = bytes.withUnsafeBytes { raw in
                     sqlite3_bind_blob64(pointer, index, raw.baseAddress ?? UnsafeRawPointer(bitPattern: 1), UInt64(raw.count), Self.transient)

@@ -38,6 +38,11 @@ public struct StoredRevision: Sendable {
 public struct DocumentSnapshot: Sendable {
     public let record: DocumentRecord
     public let revision: StoredRevision
+
+    public init(record: DocumentRecord, revision: StoredRevision) {
+        self.record = record
+        self.revision = revision
+    }
 }
 
 /// A `_local` document: not replicated, not in `_changes`, revisions `0-N`.

@@ -98,7 +98,7 @@ struct Serve: ParsableCommand {
         // stops it as soon as it is up is never ignored.
         ShutdownSignals.install { signal in
             logger.info("received \(signal), stopping")
-            server.replications.stopAll()
+            server.shutdown()
             listener.stop()
         }
         try listener.start()

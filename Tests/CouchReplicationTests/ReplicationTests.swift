@@ -241,8 +241,10 @@ import Testing
         try await b.call("PUT", "/db")
         try await a.fill("db", count: 20)
         try await a.fill("db", count: 3, prefix: "secret")
-        try b.databases.database(try DatabaseName("db")).validator = { proposed in
-            if proposed.documentID.rawValue.hasPrefix("secret") { throw CouchError(.forbidden, "no secrets here") }
+        b.server.functions.registerValidation("no-secrets") { arguments in
+            if arguments.newDocument["_id"]?.stringValue?.hasPrefix("secret") == true {
+                throw CouchError(.forbidden, "no secrets here")
+            }
         }
         let result = try await a.replicate(["source": "db", "target": JSONValue(b.url + "/db")]).json
         #expect(result["ok"] == true, "\(result.serializedString())")

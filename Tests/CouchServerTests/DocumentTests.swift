@@ -110,7 +110,7 @@ import Testing
             ("PUT", "/db/_bad", "{}", 400, "illegal_docid"),
             ("GET", "/db/_bad", nil, 400, "illegal_docid"),
             ("PUT", "/missing/doc", "{}", 404, "not_found"),
-            ("GET", "/db/doc?revs=maybe", nil, 400, "query_parse_error"),
+            ("GET", "/db/_all_docs?descending=maybe", nil, 400, "query_parse_error"),
             ("PUT", "/db/doc", "{\"a\":\"\u{1}\"}", 400, "bad_request"),
             ("PUT", "/db/doc", String(repeating: "[", count: 100_000), 400, "bad_request"),
         ]

@@ -9,7 +9,7 @@ import Testing
     static let intMax = "9223372036854775807"
 
     /// The binary on a fresh data directory, with a few helpers for these tests.
-    final class Target {
+    final class Target: @unchecked Sendable {
         let process: ServerProcess
         init(arguments: [String] = []) throws { process = try ServerProcess(arguments: arguments) }
         deinit { process.stop() }
@@ -148,6 +148,71 @@ import Testing
         let many = try server.json("GET", "/_uuids?count=\(Self.intMax)")
         #expect(many.status == 400)
         #expect(many.json == ["error": "bad_request", "reason": "count parameter too large"])
+        server.expectUp()
+    }
+}
+
+/// Password checks are the cheapest way to make the server work: bounded in cost and in number.
+@Suite struct HostileLoginTests {
+    static let admin = basicAuthorization("admin", "secret")
+
+    static func userDocument(_ name: String, iterations: Int) -> String {
+        #"{"name":"\#(name)","type":"user","roles":[],"password_scheme":"pbkdf2","pbkdf2_prf":"sha256","derived_key":"00","salt":"abc","iterations":\#(iterations)}"#
+    }
+
+    @Test func onlyAdminsChooseHashesAndIterationsAreBounded() throws {
+        let server = try HostileRequestTests.Target(arguments: ["--admin", "admin:secret"])
+        // Anonymous sign-up with its own hash: refused, nothing written.
+        let signUp = try server.json("PUT", "/_users/org.couchdb.user:evil", body: Self.userDocument("evil", iterations: 1_000_000_000_000_000))
+        #expect(signUp.status == 403)
+        #expect(signUp.json["error"] == "forbidden")
+        #expect(try server.request("GET", "/_users/org.couchdb.user:evil", headers: [Self.admin]).status == 404)
+        // Signing up with a password is still open, and the server chooses the hash.
+        #expect(try server.request("PUT", "/_users/org.couchdb.user:bob", body: #"{"name":"bob","type":"user","roles":[],"password":"pw"}"#).status == 201)
+        let bob = try server.json("GET", "/_users/org.couchdb.user:bob", headers: [Self.admin]).json
+        #expect(bob["iterations"] == 600_000)
+        // Bob cannot swap in his own iterations either.
+        var edited = try #require(bob.objectValue)
+        edited["iterations"] = 1_000_000_000_000
+        #expect(try server.json("PUT", "/_users/org.couchdb.user:bob", headers: [basicAuthorization("bob", "pw")],
+                                body: JSONValue.object(edited).serializedString()).status == 403)
+        // An admin may; a login against a hash beyond max_iterations is refused at once, as CouchDB does.
+        #expect(try server.request("PUT", "/_users/org.couchdb.user:evil", headers: [Self.admin],
+                                   body: Self.userDocument("evil", iterations: 1_000_000_000_000_000)).status == 201)
+        let started = Date()
+        let login = try server.json("POST", "/_session", body: #"{"name":"evil","password":"x"}"#)
+        #expect(login.status == 403)
+        #expect(login.json == ["error": "forbidden", "reason": "Iteration count is too high for this server"])
+        #expect(Date().timeIntervalSince(started) < 5)
+        server.expectUp()
+    }
+
+    @Test func aLoginFloodLeavesThreadsForOtherRequests() throws {
+        let server = try HostileRequestTests.Target(arguments: ["--admin", "admin:secret"])
+        // A few tenths of a second of PBKDF2 per attempt.
+        #expect(try server.request("PUT", "/_users/org.couchdb.user:slow", headers: [Self.admin],
+                                   body: Self.userDocument("slow", iterations: 300_000)).status == 201)
+        let statuses = NSLock()
+        nonisolated(unsafe) var answered: [Int] = []
+        let group = DispatchGroup()
+        for _ in 0..<48 {
+            group.enter()
+            Thread {
+                let status = (try? server.request("POST", "/_session", body: #"{"name":"slow","password":"wrong"}"#).status) ?? 0
+                statuses.withLock { answered.append(status) }
+                group.leave()
+            }.start()
+        }
+        Thread.sleep(forTimeInterval: 0.3)
+        let started = Date()
+        server.expectUp()
+        #expect(Date().timeIntervalSince(started) < 1)
+        #expect(group.wait(timeout: .now() + 60) == .success)
+        // Each was checked (and failed) or, beyond the checks allowed at once, refused with 503.
+        let final = statuses.withLock { answered }
+        #expect(final.count == 48)
+        #expect(final.allSatisfy { $0 == 401 || $0 == 503 })
+        #expect(final.contains(401))
         server.expectUp()
     }
 }

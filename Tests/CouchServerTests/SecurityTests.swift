@@ -156,6 +156,8 @@ import Testing
         case .localDocument: return "/secured/_local/walk"
         case .attachment: return "/secured/walk-doc/file.txt"
         case .designResource: return "/secured/_design/walk/_view/v"
+        // Server-level: admin-only whatever the database's `_security`.
+        case .scheduler: return nil
         }
     }
 

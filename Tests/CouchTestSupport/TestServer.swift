@@ -37,6 +37,7 @@ public final class TestServer: @unchecked Sendable {
 
     /// Stops listening; keeps the data directory when `keepData` (to restart on it).
     public func stop(keepData: Bool = false) {
+        server.shutdown()
         listener.stop()
         if !keepData { try? FileManager.default.removeItem(atPath: directory) }
     }

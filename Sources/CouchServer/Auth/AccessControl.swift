@@ -20,7 +20,10 @@ final class AccessControl: Sendable {
         self.configuration = configuration
         self.databases = databases
         let authentication = configuration.authentication
-        hasher = PasswordHasher(iterations: authentication.iterations)
+        hasher = PasswordHasher(iterations: authentication.iterations,
+                                iterationRange: max(1, authentication.minimumIterations)...max(1, authentication.minimumIterations,
+                                                                                               authentication.maximumIterations),
+                                concurrentChecks: max(1, configuration.listener.threadCount / 4))
         admins = try AdminRegistry.load(directory: databases.directory, adding: authentication.admins, hasher: hasher)
         if admins.isEmpty, !configuration.isLoopbackOnly {
             throw ConfigurationError("""

@@ -68,7 +68,7 @@ public struct AdminRegistry: Sendable {
                     admins[entry.name] = hash
                     changed = true
                 }
-            } else if let stored = admins[entry.name], hasher.verify(entry.secret, against: stored) {
+            } else if let stored = admins[entry.name], (try? hasher.verify(entry.secret, against: stored)) == true {
                 // The same password again: keep its hash, and the sessions signed with its salt.
                 continue
             } else {

@@ -42,7 +42,15 @@ final class Authenticator: Sendable {
 
     /// Checks a name and password (Basic, or a `POST /_session` login).
     func verify(name: String, password: String, handler: String) throws(CouchError) -> UserContext {
-        guard let stored = credentials.credentials(for: name), hasher.verify(password, against: stored.hash) else {
+        // An unknown user costs a password check too: the answer's time must not tell who exists.
+        let stored = credentials.credentials(for: name)
+        let matches: Bool
+        if let stored {
+            matches = try hasher.verify(password, against: stored.hash)
+        } else {
+            matches = try hasher.verifyUnknown(password)
+        }
+        guard let stored, matches else {
             logger.warning("authentication failed for user \(name)")
             throw Self.incorrect
         }

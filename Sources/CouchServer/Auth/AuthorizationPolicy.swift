@@ -65,6 +65,11 @@ enum AuthorizationPolicy {
             }
         case .document, .attachment, .localDocument, .designResource:
             return .member
+        // Jobs name their peers and documents; CouchDB's `_scheduler` is for server admins.
+        case .scheduler(let resource):
+            switch resource {
+            case .jobs, .job, .documents, .document: return .serverAdmin
+            }
         }
     }
 
@@ -96,7 +101,7 @@ enum AuthorizationPolicy {
             default:
                 return base
             }
-        case .server, .database, .databaseResource, .designResource, .node:
+        case .server, .database, .databaseResource, .designResource, .node, .scheduler:
             return base
         }
     }
@@ -160,6 +165,11 @@ enum AuthorizationPolicy {
                            hasher: PasswordHasher, newEdits: Bool) throws -> DocumentEdit {
         guard let id = edit.id else { return edit }
         if id.isDesign { try requireDatabaseAdmin(user, access) }
+        if database.name.isReplicator, !id.isLocal, !id.isDesign {
+            return try ReplicatorDatabaseRules.prepare(
+                edit, id: id, parent: try parentBody(of: edit, id: id, in: database, newEdits: newEdits), user: user,
+                isAdmin: access.isAdmin || user.isServerAdmin)
+        }
         guard database.name == UsersDatabase.name, !id.isLocal else { return edit }
         return try UsersDatabase.prepare(edit, parent: try parentBody(of: edit, id: id, in: database, newEdits: newEdits),
                                          user: user, isAdmin: access.isAdmin, hasher: hasher)

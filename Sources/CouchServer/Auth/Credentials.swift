@@ -6,15 +6,12 @@ struct BasicCredentials {
     let name: String
     let password: String
 
-    /// nil when the request carries none (or CouchDB's `_:_` "log me out" pair);
-    /// `bad_request` for a header CouchDB would refuse.
+    /// nil when the request carries none, a header that is not `Basic <base64>` (`Bearer x`,
+    /// `Basic: …`: ignored, the request goes on anonymously, as in CouchDB's `basic_name_pw`)
+    /// or CouchDB's `_:_` "log me out" pair; `bad_request` for invalid base64, as CouchDB.
     static func parse(_ header: String?) throws(CouchError) -> BasicCredentials? {
-        guard let header else { return nil }
-        let parts = header.trimmingWhitespace().split(separator: " ", maxSplits: 1)
-        guard parts.count == 2, parts[0].lowercased() == "basic" else {
-            throw CouchError.badRequest("Authorization header is invalid")
-        }
-        guard let bytes = Base64URL.decodeStandard(parts[1].trimmingWhitespace()) else {
+        guard let header, header.hasPrefix("Basic ") else { return nil }
+        guard let bytes = Base64URL.decodeStandard(String(header.dropFirst(6)).trimmingWhitespace()) else {
             throw CouchError.badRequest("Authorization header has invalid base64 value")
         }
         guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")),

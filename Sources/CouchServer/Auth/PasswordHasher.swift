@@ -102,16 +102,31 @@ public struct PasswordHash: Sendable, Equatable {
 /// a few hundred milliseconds, so — as CouchDB does — a successful check is remembered
 /// in memory (as a keyed digest of the password and the hash it matched, never the
 /// password) and repeated Basic-authenticated requests do not pay it again.
+///
+/// Checks are also the cheapest way to make a server work hard, so they are bounded: a
+/// stored hash's iterations must lie within `[chttpd_auth] min_iterations`/`max_iterations`
+/// (CouchDB's rule), at most `concurrentChecks` run at once and as many wait, and further
+/// logins are refused with 503 rather than occupying every request thread.
 public final class PasswordHasher: @unchecked Sendable {
     public let iterations: Int
+    public let iterationRange: ClosedRange<Int>
     private let cacheKey = Digest.randomBytes(32)
     private let lock = NSLock()
     private var verified: Set<[UInt8]> = []
     private static let cacheLimit = 4096
+    private let concurrentChecks: Int
+    private let slots: DispatchSemaphore
+    private var admitted = 0
+    /// What an unknown user's password is checked against, so that a failed login costs
+    /// the same whether or not the user exists.
+    private lazy var decoy = hash(Digest.randomHex(bytes: 16))
 
-    public init(iterations: Int) {
+    public init(iterations: Int, iterationRange: ClosedRange<Int> = 1...1_000_000_000, concurrentChecks: Int = 4) {
         precondition(iterations > 0, "PBKDF2 needs at least one iteration")
         self.iterations = iterations
+        self.iterationRange = iterationRange
+        self.concurrentChecks = max(1, concurrentChecks)
+        slots = DispatchSemaphore(value: self.concurrentChecks)
     }
 
     public func hash(_ password: String) -> PasswordHash {
@@ -120,7 +135,17 @@ public final class PasswordHasher: @unchecked Sendable {
         return PasswordHash(scheme: .pbkdf2(.sha256), derivedKey: Digest.hex(key), salt: salt, iterations: iterations)
     }
 
-    public func verify(_ password: String, against stored: PasswordHash) -> Bool {
+    /// Whether `password` matches; 403 when the hash's iterations are outside the allowed
+    /// range, 503 when too many checks are running or waiting.
+    public func verify(_ password: String, against stored: PasswordHash) throws(CouchError) -> Bool {
+        if case .pbkdf2 = stored.scheme {
+            if stored.iterations < iterationRange.lowerBound {
+                throw CouchError(.forbidden, "Iteration count is too low for this server")
+            }
+            if stored.iterations > iterationRange.upperBound {
+                throw CouchError(.forbidden, "Iteration count is too high for this server")
+            }
+        }
         var fingerprintInput = Array(stored.adminEntry.utf8)
         fingerprintInput.append(0)
         fingerprintInput.append(contentsOf: password.utf8)
@@ -129,12 +154,35 @@ public final class PasswordHasher: @unchecked Sendable {
         let known = verified.contains(fingerprint)
         lock.unlock()
         if known { return true }
-        guard Self.matches(password, stored) else { return false }
+        guard try bounded({ Self.matches(password, stored) }) else { return false }
         lock.lock()
         if verified.count >= Self.cacheLimit { verified.removeAll(keepingCapacity: true) }
         verified.insert(fingerprint)
         lock.unlock()
         return true
+    }
+
+    /// Spends a password check's time on a user that does not exist, then says no.
+    public func verifyUnknown(_ password: String) throws(CouchError) -> Bool {
+        let stored = lock.withLock { decoy }
+        _ = try bounded({ Self.matches(password, stored) })
+        return false
+    }
+
+    /// Runs a check in one of the bounded slots.
+    private func bounded(_ check: () -> Bool) throws(CouchError) -> Bool {
+        let admittedNow = lock.withLock {
+            guard admitted < 2 * concurrentChecks else { return false }
+            admitted += 1
+            return true
+        }
+        guard admittedNow else {
+            throw CouchError(.serviceUnavailable, "Too many password checks in progress; try again later")
+        }
+        defer { lock.withLock { admitted -= 1 } }
+        slots.wait()
+        defer { slots.signal() }
+        return check()
     }
 
     private static func matches(_ password: String, _ stored: PasswordHash) -> Bool {

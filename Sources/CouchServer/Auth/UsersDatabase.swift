@@ -14,6 +14,8 @@ import CouchStore
 enum UsersDatabase {
     static let name = try! DatabaseName("_users")
     static let documentPrefix = "org.couchdb.user:"
+    /// What a stored password consists of; set by the server from `password`.
+    static let credentialMembers = ["password_scheme", "pbkdf2_prf", "derived_key", "salt", "iterations", "password_sha"]
 
     static func documentID(for user: String) -> DocumentID { DocumentID(documentPrefix + user) }
 
@@ -48,7 +50,13 @@ enum UsersDatabase {
         var prepared = edit
         switch edit.body["password"] {
         case nil, .null?:
-            break
+            // Only the server hashes a non-admin's password: otherwise a sign-up could carry
+            // a hash of a billion iterations that every login attempt would then pay.
+            if !isAdmin && !edit.isDeleted {
+                for key in credentialMembers where edit.body[key] != parent?[key] {
+                    throw CouchError(.forbidden, "Only admins may set `\(key)`; send `password` instead.")
+                }
+            }
         case .string(let password)?:
             prepared.body.removeValue(forKey: "password")
             for (key, value) in hasher.hash(password).userDocumentMembers { prepared.body[key] = value }

@@ -1,12 +1,34 @@
 import CouchCore
+import CouchFunctions
 import CouchStore
 
-/// The one place a change feed decides which rows a client sees. Built-in filters now;
-/// named design-document filters will implement the same protocol.
+/// The one place a change feed decides which rows a client sees: the built-in filters
+/// and named design-document (or native) filters.
 protocol ChangeFilter: Sendable {
     /// Whether `accepts` needs the row's document (its body is then read with the row).
     var needsDocument: Bool { get }
     func accepts(_ row: ChangeRow, document: JSONValue?) -> Bool
+    /// Which rows of a batch pass; a filter function that fails throws its error.
+    func accepts(_ rows: [ChangeRow]) throws(CouchError) -> [Bool]
+}
+
+extension ChangeFilter {
+    func accepts(_ rows: [ChangeRow]) throws(CouchError) -> [Bool] {
+        rows.map { accepts($0, document: needsDocument ? $0.documentValue : nil) }
+    }
+}
+
+/// `filter=ddoc/name`: a design document's filter function, or a native one of that name,
+/// called once per batch of rows.
+struct DesignFunctionFilter: ChangeFilter {
+    let filter: DocumentFilter
+    var needsDocument: Bool { true }
+    func accepts(_ row: ChangeRow, document: JSONValue?) -> Bool { (try? accepts([row]).first) == true }
+    func accepts(_ rows: [ChangeRow]) throws(CouchError) -> [Bool] {
+        try filter.accepts(rows.map {
+            DocumentFilter.document(id: $0.id, revision: $0.winner, isDeleted: $0.isDeleted, body: $0.body)
+        })
+    }
 }
 
 /// `filter=_doc_ids`

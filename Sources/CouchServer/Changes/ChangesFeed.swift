@@ -20,6 +20,8 @@ final class ChangesFeed: ResponseStream, @unchecked Sendable {
     private var outputOffset = 0
     private var preludeSent = false
     private var finished = false
+    /// A filter function's error: ends the feed (or, before any output, the request).
+    private var failure: CouchError?
 
     // Set by timers and the change notifier.
     private let lock = NSLock()
@@ -131,7 +133,7 @@ final class ChangesFeed: ResponseStream, @unchecked Sendable {
                 return
             }
             appendAvailable()
-            if emitted > 0 { return }
+            if emitted > 0 || finished { return }
             if reachedLimit || gone || timedOut {
                 if !preludeSent { beginResults() }
                 endResults()
@@ -157,8 +159,25 @@ final class ChangesFeed: ResponseStream, @unchecked Sendable {
     /// Appends the next rows of a normal (or answering longpoll) feed, ending it when none are left.
     private func drain() {
         while output.isEmpty && !finished {
-            if !appendBatch() { endResults() }
+            if !appendBatch() && !finished { endResults() }
         }
+    }
+
+    /// For a normal feed: produces its first output now, so that a filter function that
+    /// fails at once answers its error with its status instead of a broken stream.
+    func prepare() throws(CouchError) {
+        guard options.feed == .normal else { return }
+        produce()
+        if let failure, emitted == 0 { throw failure }
+    }
+
+    /// Ends the feed after what was sent with the error on a line of its own.
+    private func endWithFailure(_ error: CouchError) {
+        logger.error("changes feed of \(database.name) stopped: \(error)")
+        output.append(UInt8(ascii: "\n"))
+        output.append(contentsOf: error.json.serialized())
+        output.append(UInt8(ascii: "\n"))
+        finished = true
     }
 
     private var reachedLimit: Bool { options.limit.map { emitted >= $0 } ?? false }
@@ -197,12 +216,22 @@ final class ChangesFeed: ResponseStream, @unchecked Sendable {
             since: options.descending ? options.since : position, limit: options.descending ? nil : Self.batchSize,
             descending: options.descending, includeTree: options.allLeaves || options.conflicts,
             includeBodies: options.includeDocs || (filter?.needsDocument ?? false))
-        guard let batch = try? database.changes(query), !batch.isEmpty else { return false }
+        guard failure == nil, let batch = try? database.changes(query), !batch.isEmpty else { return false }
+        var passes: [Bool]?
+        if let filter {
+            do {
+                passes = try filter.accepts(batch)
+            } catch {
+                failure = error
+                endWithFailure(error)
+                return false
+            }
+        }
         if options.descending { position = batch.first?.sequence ?? position }
-        for row in batch {
+        for (index, row) in batch.enumerated() {
             if reachedLimit { break }
             if !options.descending { position = row.sequence }
-            if let filter, !filter.accepts(row, document: filter.needsDocument ? row.documentValue : nil) { continue }
+            if let passes, !passes[index] { continue }
             if options.descending { position = row.sequence }
             appendRow(row)
         }

@@ -1,4 +1,5 @@
 import CouchCore
+import CouchFunctions
 import CouchStore
 
 /// A `_changes` request's parameters, read once from the query string and, for POST, the body.
@@ -35,7 +36,10 @@ struct ChangesOptions: Sendable {
             }
             feed = parsed
         }
-        if let raw = request.queryValue("since") {
+        // A browser's EventSource reconnecting sends `Last-Event-ID`: for an eventsource feed
+        // CouchDB takes it as `since`, before the query; `last-event-id` in the query is `since` too.
+        let lastEventID = feed == .eventsource ? request.header("last-event-id") : nil
+        if let raw = lastEventID ?? request.queryValue("last-event-id") ?? request.queryValue("since") {
             if raw == "now" { sinceNow = true } else { since = try Self.sequence(from: raw) }
         }
         limit = try context.nonNegativeIntOption("limit")
@@ -91,9 +95,9 @@ struct ChangesOptions: Sendable {
             }
             return SelectorFilter(selector: try parseSelector(selector))
         case "_view":
-            throw CouchError.badRequest("`view` filter parameter is not provided.")
+            return try viewFilter(context)
         default:
-            return try designFilter(name, context: context)
+            return try designFilter(name, context: context, body: body)
         }
     }
 
@@ -105,18 +109,66 @@ struct ChangesOptions: Sendable {
         }
     }
 
-    /// `ddoc/name`: CouchDB's answers for a missing design document or function; running
-    /// JavaScript filters awaits the embedded engine.
-    private static func designFilter(_ name: String, context: RouteContext) throws -> ChangeFilter? {
-        let parts = name.split(separator: "/", maxSplits: 1)
+    /// `ddoc/name`: the design document's filter function (or a native one registered under
+    /// that name), with the request as CouchDB's `req`; CouchDB's 404s when it is missing.
+    private static func designFilter(_ name: String, context: RouteContext, body: JSONObject?) throws -> ChangeFilter? {
+        let database = try context.database()
+        let functions = context.server.functions
+        let request = context.request
+        var req = FilterRequest(path: request.path.split(separator: "/").compactMap {
+            PercentDecoding.decode($0, plusIsSpace: false)
+        }, user: context.user)
+        req.method = request.method
+        var query = JSONObject()
+        for parameter in request.query { query[parameter.name] = JSONValue(parameter.value) }
+        req.query = query
+        var headers = JSONObject()
+        for (name, value) in request.headers.sorted(by: { $0.key < $1.key }) { headers[Self.headerName(name)] = JSONValue(value) }
+        req.headers = headers
+        if request.method == "POST" { req.body = String(decoding: request.body, as: UTF8.self) }
+        if let cookies = request.header("cookie") {
+            var parsed = JSONObject()
+            for pair in cookies.split(separator: ";") {
+                let parts = pair.split(separator: "=", maxSplits: 1)
+                if parts.count == 2 { parsed[parts[0].trimmingWhitespace()] = JSONValue(String(parts[1])) }
+            }
+            req.cookie = parsed
+        }
+        if request.contentType == "application/x-www-form-urlencoded" {
+            var form = JSONObject()
+            for pair in String(decoding: request.body, as: UTF8.self).split(separator: "&") {
+                let parts = pair.split(separator: "=", maxSplits: 1)
+                guard let key = PercentDecoding.decode(parts[0], plusIsSpace: true) else { continue }
+                form[key] = JSONValue(parts.count == 2 ? (PercentDecoding.decode(parts[1], plusIsSpace: true) ?? "") : "")
+            }
+            req.form = form
+        }
+        let filter = try functions.filter(name, in: database,
+                                          request: req.json(database: database, securityObject: functions.securityObject(of: database)))
+        return DesignFunctionFilter(filter: filter)
+    }
+
+    /// Header names as CouchDB's `req.headers` shows them (`Content-Type`).
+    private static func headerName(_ name: String) -> String {
+        name.split(separator: "-", omittingEmptySubsequences: false).map { $0.prefix(1).uppercased() + $0.dropFirst() }
+            .joined(separator: "-")
+    }
+
+    /// `filter=_view&view=ddoc/view`: CouchDB's 404 for a missing design document or view;
+    /// running the view's map function awaits views.
+    private static func viewFilter(_ context: RouteContext) throws -> ChangeFilter? {
+        guard let view = context.request.queryValue("view"), !view.isEmpty else {
+            throw CouchError.badRequest("`view` filter parameter is not provided.")
+        }
+        let parts = view.split(separator: "/", maxSplits: 1)
         guard parts.count == 2 else {
-            throw CouchError.badRequest("filter parameter must be of the form `designname/filtername`")
+            throw CouchError.badRequest("`view` must be of the form `designname/viewname`")
         }
-        let snapshot = try context.database().document(DocumentID(DocumentID.designPrefix + parts[0]))
-        let body = try JSONValue.parse(snapshot.revision.body)
-        guard body["filters"]?[String(parts[1])] != nil else {
-            throw CouchError.notFound("missing json key: \(parts[1])")
+        let id = DocumentID(DocumentID.designPrefix + parts[0])
+        guard let design = try context.server.functions.designDocuments(try context.database()).first(where: { $0.id == id }) else {
+            throw CouchError.notFound("missing")
         }
-        throw CouchError(.notImplemented, "JavaScript filter functions are not supported yet")
+        if let missing = design.missingKey("views", String(parts[1])) { throw CouchError.notFound(missing) }
+        throw CouchError(.notImplemented, "filter=_view needs views, which Couchette does not build yet")
     }
 }

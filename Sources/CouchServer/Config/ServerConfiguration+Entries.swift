@@ -34,7 +34,14 @@ extension ServerConfiguration {
             entry("couchette", "max_url_length", String(listener.maximumURLLength)),
             entry("couchette", "max_header_size", String(listener.maximumHeaderSize)),
             entry("log", "level", logLevel),
+            entry("query_server_config", "os_process_timeout", String(Int(functions.timeout * 1000))),
+            entry("couchette", "function_memory_limit", String(functions.memory)),
+            entry("replicator", "max_jobs", String(replicator.maxJobs)),
+            entry("replicator", "interval", String(replicator.intervalMilliseconds)),
+            entry("replicator", "max_churn", String(replicator.maxChurn)),
         ]
+        result.append(entry("chttpd_auth", "min_iterations", String(auth.minimumIterations)))
+        result.append(entry("chttpd_auth", "max_iterations", String(auth.maximumIterations)))
         if let sameSite = auth.cookieSameSite { result.append(entry("chttpd_auth", "same_site", sameSite)) }
         if let challenge = auth.wwwAuthenticate { result.append(entry("httpd", "WWW-Authenticate", challenge)) }
         return result + otherEntries.filter { $0.section != "admins" }
@@ -46,12 +53,15 @@ extension ServerConfiguration {
             "chttpd": ["port", "bind_address", "max_http_request_size", "require_valid_user",
                        "require_valid_user_except_for_up", "enable_cors", "WWW-Authenticate"],
             "httpd": ["port", "bind_address", "max_http_request_size", "enable_cors", "WWW-Authenticate"],
-            "chttpd_auth": ["timeout", "iterations", "allow_persistent_cookies", "same_site", "require_valid_user",
-                            "require_valid_user_except_for_up"],
+            "chttpd_auth": ["timeout", "iterations", "min_iterations", "max_iterations", "allow_persistent_cookies",
+                            "same_site", "require_valid_user", "require_valid_user_except_for_up"],
             "couchdb": ["max_document_size", "default_security", "users_db_security_editable"],
             "cors": ["origins", "credentials", "methods", "headers", "exposed_headers", "max_age"],
-            "couchette": ["threads", "max_connections", "idle_timeout", "max_url_length", "max_header_size"],
+            "couchette": ["threads", "max_connections", "idle_timeout", "max_url_length", "max_header_size",
+                          "function_memory_limit"],
             "log": ["level"],
+            "query_server_config": ["os_process_timeout"],
+            "replicator": ["max_jobs", "interval", "max_churn"],
         ]
         if entry.section == "admins" { return true }
         let section = entry.section == "couch_httpd_auth" ? "chttpd_auth" : entry.section

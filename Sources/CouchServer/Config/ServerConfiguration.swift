@@ -1,4 +1,6 @@
 import CouchCore
+import CouchFunctions
+import CouchReplication
 
 /// Everything a server can be told, in one place: the listener (address, port, threads
 /// and connection limits), document size, authentication and CORS. Filled from defaults
@@ -19,6 +21,11 @@ public struct ServerConfiguration: Sendable {
     /// `section/key` of values given on the command line or in `COUCHETTE_*` variables:
     /// at start they win over the data directory's `local.ini`.
     public var pinnedKeys: Set<String> = []
+    /// Design-document functions' limits: `[query_server_config] os_process_timeout`
+    /// (milliseconds in the file, 5000) and `[couchette] function_memory_limit` (bytes of heap).
+    public var functions = FunctionLimits()
+    /// CouchDB's `[replicator]` `max_jobs`, `interval` (ms) and `max_churn`.
+    public var replicator = ReplicationScheduler.Configuration()
 
     public init() {}
 
@@ -31,8 +38,14 @@ public struct ServerConfiguration: Sendable {
     public func validate() throws(ConfigurationError) {
         try cors.validate()
         guard authentication.iterations > 0 else { throw ConfigurationError("iterations must be positive") }
+        guard authentication.minimumIterations > 0, authentication.minimumIterations <= authentication.maximumIterations else {
+            throw ConfigurationError("min_iterations must be positive and at most max_iterations")
+        }
         guard authentication.sessionTimeout > 0 else { throw ConfigurationError("the session timeout must be positive") }
         guard maximumDocumentSize > 0 else { throw ConfigurationError("max_document_size must be positive") }
+        guard replicator.maxJobs >= 0, replicator.maxChurn >= 0, replicator.intervalMilliseconds > 0 else {
+            throw ConfigurationError("[replicator] max_jobs and max_churn must not be negative, interval must be positive")
+        }
     }
 }
 
@@ -44,6 +57,10 @@ public struct AuthenticationConfiguration: Sendable {
     /// PBKDF2-SHA256 iterations for new password hashes (`[chttpd_auth] iterations`;
     /// CouchDB 3.4's default). Tests may lower it.
     public var iterations = 600_000
+    /// The iterations a stored hash may have for a login to be tried (`min_iterations`,
+    /// `max_iterations`; CouchDB's defaults).
+    public var minimumIterations = 1
+    public var maximumIterations = 1_000_000_000
     /// Seconds an `AuthSession` cookie lives (`[chttpd_auth] timeout`).
     public var sessionTimeout = 600
     /// Whether cookies carry `Max-Age`/`Expires` (`allow_persistent_cookies`).
@@ -134,6 +151,17 @@ extension ServerConfiguration {
         if let seconds = try int("idle_timeout", "couchette") { listener.idleTimeoutSeconds = seconds }
         if let size = try int("max_url_length", "couchette") { listener.maximumURLLength = size }
         if let size = try int("max_header_size", "couchette") { listener.maximumHeaderSize = size }
+        if let milliseconds = try int("os_process_timeout", "query_server_config") {
+            guard milliseconds > 0 else { throw ConfigurationError("os_process_timeout must be positive") }
+            functions.timeout = Double(milliseconds) / 1000
+        }
+        if let bytes = try int("function_memory_limit", "couchette") {
+            guard bytes >= 16 * 1024 * 1024 else { throw ConfigurationError("function_memory_limit must be at least 16777216") }
+            functions.memory = bytes
+        }
+        if let jobs = try int("max_jobs", "replicator") { replicator.maxJobs = jobs }
+        if let interval = try int("interval", "replicator") { replicator.intervalMilliseconds = interval }
+        if let churn = try int("max_churn", "replicator") { replicator.maxChurn = churn }
 
         if let text = file.value("default_security", in: "couchdb") {
             switch text {
@@ -147,6 +175,8 @@ extension ServerConfiguration {
         }
         if let seconds = try int("timeout", auth[0], auth[1]) { authentication.sessionTimeout = seconds }
         if let count = try int("iterations", auth[0], auth[1]) { authentication.iterations = count }
+        if let count = try int("min_iterations", auth[0], auth[1]) { authentication.minimumIterations = count }
+        if let count = try int("max_iterations", auth[0], auth[1]) { authentication.maximumIterations = count }
         if let persistent = try bool("allow_persistent_cookies", auth[0], auth[1]) {
             authentication.allowPersistentCookies = persistent
         }

@@ -45,6 +45,10 @@ enum AllDocumentsRoute {
             query.startKey = try stringKey(context, "startkey") ?? stringKey(context, "start_key")
             query.endKey = try stringKey(context, "endkey") ?? stringKey(context, "end_key")
         }
+        // As CouchDB's `couch_mrview_util:validate_args`: `keys` excludes every other range.
+        if keys != nil, ["key", "startkey", "start_key", "endkey", "end_key"].contains(where: { context.request.queryValue($0) != nil }) {
+            throw CouchError(.queryParseError, "`keys` is incompatible with `key`, `start_key` and `end_key`")
+        }
         if designOnly {
             let (low, high) = ("_design/", "_design0")
             if query.descending {

@@ -56,7 +56,7 @@ enum AttachmentRoutes {
         }
         let contentType = context.request.header("content-type") ?? "application/octet-stream"
         let revision = try database.putAttachment(id, revision: try context.revisionOption(), name: name,
-                                                  contentType: contentType, blob: blob)
+                                                  contentType: contentType, blob: blob, as: context.user)
         return .json(201, DocumentJSON.writeResult(id: id, revision: revision),
                      headers: [("ETag", "\"\(revision)\""),
                                ("Location", "/\(database.name.rawValue)/\(id.rawValue)/\(name)")])
@@ -66,7 +66,7 @@ enum AttachmentRoutes {
         let database = try context.database()
         guard case .attachment(_, let id, let name) = context.endpoint else { throw CouchError.notFound() }
         guard let revision = try context.revisionOption() else { throw CouchError.documentConflict }
-        let newRevision = try database.deleteAttachment(id, revision: revision, name: name)
+        let newRevision = try database.deleteAttachment(id, revision: revision, name: name, as: context.user)
         return .json(200, DocumentJSON.writeResult(id: id, revision: newRevision),
                      headers: [("ETag", "\"\(newRevision)\"")])
     }

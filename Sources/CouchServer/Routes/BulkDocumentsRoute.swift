@@ -29,7 +29,7 @@ enum BulkDocumentsRoute {
         let database = try context.database()
         let authorized = try context.authorizedEdits(edits, in: database, newEdits: newEdits)
         let accepted = authorized.compactMap { try? $0.get() }
-        var written = (accepted.isEmpty ? [] : try database.bulkUpdate(accepted, newEdits: newEdits)).makeIterator()
+        var written = (accepted.isEmpty ? [] : try database.bulkUpdate(accepted, newEdits: newEdits, as: context.user)).makeIterator()
         let results = authorized.map { result -> WriteResult in
             switch result {
             case .success: written.next() ?? .failure(CouchError.internalError("missing write result"))

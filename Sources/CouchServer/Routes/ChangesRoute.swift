@@ -16,6 +16,7 @@ enum ChangesRoute {
         let database = try context.database()
         let options = try ChangesOptions(context, body: body)
         let feed = ChangesFeed(database: database, options: options)
+        try feed.prepare()
         return HTTPResponse(status: 200, headers: [("Content-Type", feed.contentType)], body: .stream(feed))
     }
 }

@@ -11,6 +11,8 @@ enum DatabaseRoutes {
     /// `GET /db`'s answer, also each row of `/_dbs_info`.
     static func infoJSON(_ database: Database) throws -> JSONValue {
         let info = try database.info()
+        let cluster = try database.clusterParameters()
+        let q = cluster?["q"]?.intValue ?? 1, n = cluster?["n"]?.intValue ?? 1
         return [
             "db_name": JSONValue(info.name.rawValue),
             "purge_seq": UpdateSequence(0).json,
@@ -22,14 +24,25 @@ enum DatabaseRoutes {
             "doc_count": JSONValue(info.documentCount),
             "disk_format_version": 8,
             "compact_running": JSONValue(info.compactRunning),
-            "cluster": ["q": 1, "n": 1, "w": 1, "r": 1],
+            // Shown as CouchDB shows them; Couchette keeps one copy in one file whatever they say.
+            "cluster": ["q": JSONValue(q), "n": JSONValue(n), "w": JSONValue(n / 2 + 1), "r": JSONValue(n / 2 + 1)],
             "instance_start_time": JSONValue(info.instanceStartTime),
         ]
     }
 
     static func putDatabase(_ context: RouteContext) throws -> HTTPResponse {
         let name = try context.databaseName
-        _ = try context.server.databases.create(name)
+        // `q` (shards) and `n` (copies) are accepted and remembered for `GET /db`'s `cluster`.
+        var cluster = JSONObject()
+        for parameter in ["q", "n"] {
+            guard let raw = context.request.queryValue(parameter) else { continue }
+            guard let value = Int(raw), value > 0 else {
+                throw CouchError.badRequest("`\(parameter)` must be a positive integer")
+            }
+            cluster[parameter] = JSONValue(value)
+        }
+        let database = try context.server.databases.create(name)
+        if !cluster.isEmpty { try database.setClusterParameters(cluster) }
         return .json(201, ["ok": true], headers: [("Location", "/" + name.rawValue)])
     }
 

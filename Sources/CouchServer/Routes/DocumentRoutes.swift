@@ -10,19 +10,52 @@ enum DocumentRoutes {
             return try OpenRevisionsResponse.make(context, database: database, id: id)
         }
         let options = try DocumentRenderOptions(context, store: database.attachments)
-        let snapshot = try database.document(id, revision: try context.revisionOption())
-        let etag = "\"\(snapshot.revision.revision)\""
-        if context.request.header("if-none-match") == etag {
-            return HTTPResponse(status: 304, headers: [("ETag", etag)])
+        var snapshot = try database.document(id, revision: try context.revisionOption())
+        // `?rev=R&latest=true`: the leaf descending from R that CouchDB's order prefers.
+        if let requested = try context.revisionOption(), try context.boolOption("latest") {
+            let descendants = Set(snapshot.record.tree.leaves(descendingFrom: requested).map(\.revision))
+            if let leaf = snapshot.record.tree.leaves.first(where: { descendants.contains($0.revision) }),
+               leaf.revision != requested {
+                snapshot = try database.document(id, revision: leaf.revision)
+            }
+        }
+        if database.name.isReplicator {
+            let isAdmin = try context.databaseAccessForWrites().isAdmin || context.user.isServerAdmin
+            snapshot = DocumentSnapshot(record: snapshot.record,
+                                        revision: ReplicatorDatabaseRules.readable(snapshot.revision, user: context.user,
+                                                                                   isAdmin: isAdmin))
+        }
+        // The revision names the body only when no option adds what else the tree or the
+        // attachments hold (`_conflicts`, `_revs_info`, ...): then no ETag, so no cache serves
+        // an answer made stale by a new conflict. CouchDB sends none when it adds metadata.
+        let etagHeaders: [(String, String)]
+        if Self.bodyDependsOnlyOnRevision(context) {
+            let etag = "\"\(snapshot.revision.revision)\""
+            if context.request.header("if-none-match") == etag {
+                return HTTPResponse(status: 304, headers: [("ETag", etag)])
+            }
+            etagHeaders = [("ETag", etag)]
+        } else {
+            etagHeaders = []
         }
         if context.request.accepts("multipart/related"),
            let multipart = try MultipartDocument.related(snapshot.revision, record: snapshot.record, options: options) {
             var response = multipart.response(subtype: "related")
-            response.headers.append(("ETag", etag))
+            response.headers.append(contentsOf: etagHeaders)
             return response
         }
         return .json(200, bytes: try DocumentJSON.render(snapshot.revision, record: snapshot.record, options: options),
-                     headers: [("ETag", etag)])
+                     headers: etagHeaders)
+    }
+
+    private static let treeDependentOptions = ["conflicts", "deleted_conflicts", "meta", "revs_info", "local_seq",
+                                               "attachments", "atts_since", "latest", "open_revs"]
+
+    private static func bodyDependsOnlyOnRevision(_ context: RouteContext) -> Bool {
+        !treeDependentOptions.contains { name in
+            guard let value = context.request.queryValue(name) else { return false }
+            return name == "atts_since" || name == "open_revs" || value.lowercased() == "true"
+        }
     }
 
     static func putDocument(_ context: RouteContext) throws -> HTTPResponse {
@@ -42,7 +75,7 @@ enum DocumentRoutes {
         edit.revision = try reconcileRevision(body: edit.revision, request: try context.revisionOption())
         let newEdits = try context.boolOption("new_edits", default: true)
         edit = try context.authorizedEdit(edit, in: database, newEdits: newEdits)
-        let revision = try database.bulkUpdate([edit], newEdits: newEdits, following: following)[0].get()
+        let revision = try database.bulkUpdate([edit], newEdits: newEdits, following: following, as: context.user)[0].get()
         return written(context, id: id, revision: revision)
     }
 
@@ -82,7 +115,7 @@ enum DocumentRoutes {
         edit.id = id
         let database = try context.database()
         edit = try context.authorizedEdit(edit, in: database)
-        let revision = try database.update(edit)
+        let revision = try database.update(edit, as: context.user)
         return written(context, id: id, revision: revision)
     }
 
@@ -93,7 +126,7 @@ enum DocumentRoutes {
         _ = try database.document(id)
         let edit = try context.authorizedEdit(DocumentEdit(id: id, revision: try context.revisionOption(), isDeleted: true),
                                               in: database)
-        let revision = try database.update(edit)
+        let revision = try database.update(edit, as: context.user)
         return .json(200, DocumentJSON.writeResult(id: id, revision: revision),
                      headers: [("ETag", "\"\(revision)\"")])
     }
@@ -121,9 +154,9 @@ enum DocumentRoutes {
         }
         let edit = try context.authorizedEdit(DocumentEdit(id: targetID, revision: destinationRevision, body: body),
                                               in: database)
-        let revision = try database.update(edit, keeping: source.revision.attachments)
+        let revision = try database.update(edit, keeping: source.revision.attachments, as: context.user)
         return .json(201, DocumentJSON.writeResult(id: targetID, revision: revision),
-                     headers: [("ETag", "\"\(revision)\"")])
+                     headers: [location(context, id: targetID), ("ETag", "\"\(revision)\"")])
     }
 
     /// `_rev` may come in the body, `?rev=` or `If-Match`; when two disagree CouchDB refuses.
@@ -134,8 +167,12 @@ enum DocumentRoutes {
         return body ?? request
     }
 
+    static func location(_ context: RouteContext, id: DocumentID) -> (String, String) {
+        ("Location", "/\(context.endpoint.databaseName?.rawValue ?? "")/\(id.rawValue)")
+    }
+
     static func written(_ context: RouteContext, id: DocumentID, revision: RevisionID) -> HTTPResponse {
-        let location = ("Location", "/\(context.endpoint.databaseName?.rawValue ?? "")/\(id.rawValue)")
+        let location = location(context, id: id)
         // `batch=ok` is answered as CouchDB answers it: 202 and no revision. Couchette still
         // writes before answering, so the write is as durable as any other.
         if context.request.queryValue("batch") == "ok" {

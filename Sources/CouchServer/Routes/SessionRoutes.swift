@@ -24,7 +24,9 @@ enum SessionRoutes {
         do {
             user = try access.authenticator.verify(name: name, password: password, handler: "cookie")
         } catch {
-            var response = HTTPResponse.error(Authenticator.incorrect)
+            // Iteration limits (403) and a busy hasher (503) say so; anything else is a wrong password.
+            let refusal = error.status == 403 || error.status == 503 ? error : Authenticator.incorrect
+            var response = HTTPResponse.error(refusal)
             response.setHeader("Set-Cookie", access.cookie.setCookie("", now: now))
             redirect(&response, context, to: context.request.queryValue("fail"))
             return response

@@ -17,6 +17,9 @@ public struct UserContext: Sendable, Equatable {
 
     public static let adminRole = "_admin"
     public static let anonymous = UserContext(name: nil, roles: [])
+    /// Writes made by the server itself (the replicator between local databases, the
+    /// command line), which CouchDB makes as an admin.
+    public static let internalWriter = UserContext(name: nil, roles: [adminRole])
     /// CouchDB's admin party: no admin is configured, so every client is one.
     public static let adminParty = UserContext(name: nil, roles: [adminRole], authenticatedBy: "default")
 

@@ -1,0 +1,12 @@
+#include <JavaScriptCore/JavaScript.h>
+
+/* From JavaScriptCore's JSContextRefPrivate.h, which Debian does not ship; the library
+   exports both functions. The callback runs on the thread executing JavaScript each time
+   `limit` seconds of its CPU time have passed; returning true terminates the script. */
+typedef bool (*JSShouldTerminateCallback)(JSContextRef ctx, void *context);
+JS_EXPORT void JSContextGroupSetExecutionTimeLimit(JSContextGroupRef group, double limit,
+                                                   JSShouldTerminateCallback callback, void *context);
+JS_EXPORT void JSContextGroupClearExecutionTimeLimit(JSContextGroupRef group);
+
+/* From JSBasePrivate.h: the heap's statistics as an object (heapSize, heapCapacity, extraMemorySize, ...). */
+JS_EXPORT JSObjectRef JSGetMemoryUsageStatistics(JSContextRef ctx);

@@ -1,0 +1,85 @@
+import CouchCore
+
+/// A design document's functions, read once per revision: what `FunctionRuntime` compiles
+/// (once per revision and context) and calls.
+public struct DesignDocument: Sendable {
+    public let id: DocumentID
+    public let revision: String
+    /// The whole document as JSON: `this` of its functions, and where `require` looks.
+    let json: [UInt8]
+    let validation: String?
+    let filters: [String: String]
+    /// Which of `filters` and `views` the document has, and its views' names: CouchDB's
+    /// 404 reasons name the first member missing on the path.
+    let members: Set<String>
+    let viewNames: Set<String>
+    /// Every function by kind and name, for the compilation check when it is saved.
+    let functions: [(kind: FunctionKind, name: String, source: String)]
+
+    public enum FunctionKind: String, Sendable {
+        case validation = "validate_doc_update", filter, map, reduce, show, list, update
+    }
+
+    /// Reduce functions CouchDB implements itself; never compiled.
+    static let builtInReduces: Set<String> = ["_sum", "_count", "_stats", "_approx_count_distinct"]
+
+    public init(id: DocumentID, revision: String, body: JSONObject) {
+        self.id = id
+        self.revision = revision
+        var document: JSONObject = ["_id": JSONValue(id.rawValue), "_rev": JSONValue(revision)]
+        for (key, value) in body where key != "_id" && key != "_rev" { document[key] = value }
+        json = JSONValue.object(document).serialized()
+        validation = body["validate_doc_update"]?.stringValue
+        var functions: [(FunctionKind, String, String)] = []
+        if let validation { functions.append((.validation, id.rawValue, validation)) }
+        var filters: [String: String] = [:]
+        for (name, value) in body["filters"]?.objectValue ?? JSONObject() {
+            guard let source = value.stringValue else { continue }
+            filters[name] = source
+            functions.append((.filter, name, source))
+        }
+        self.filters = filters
+        members = Set(["filters", "views"].filter { body[$0] != nil })
+        var viewNames = Set<String>()
+        for (name, view) in body["views"]?.objectValue ?? JSONObject() {
+            viewNames.insert(name)
+            if let map = view["map"]?.stringValue { functions.append((.map, name, map)) }
+            if let reduce = view["reduce"]?.stringValue, !Self.builtInReduces.contains(reduce) {
+                functions.append((.reduce, name, reduce))
+            }
+        }
+        for (member, kind) in [("shows", FunctionKind.show), ("lists", .list), ("updates", .update)] {
+            for (name, value) in body[member]?.objectValue ?? JSONObject() {
+                if let source = value.stringValue { functions.append((kind, name, source)) }
+            }
+        }
+        self.functions = functions
+        self.viewNames = viewNames
+    }
+
+    /// CouchDB's `missing json key: ...` reason for `member`/`name`, or nil when present.
+    public func missingKey(_ member: String, _ name: String) -> String? {
+        guard members.contains(member) else { return "missing json key: \(member)" }
+        let present = member == "views" ? viewNames.contains(name) : filters[name] != nil
+        return present ? nil : "missing json key: \(name)"
+    }
+
+    /// Whether the body holds JavaScript at all (else saving it compiles nothing).
+    static func hasFunctions(_ body: JSONObject) -> Bool {
+        ["validate_doc_update", "filters", "views", "shows", "lists", "updates"].contains { body[$0] != nil }
+    }
+
+    /// The cache key of one function of this revision.
+    func key(_ kind: FunctionKind, _ name: String, database: DatabaseName) -> String {
+        "\(database.rawValue)/\(id.rawValue)@\(revision)/\(kind.rawValue)/\(name)"
+    }
+
+    /// CouchDB's reason when a function does not compile (its `try_compile` wording).
+    static func compilationReason(_ kind: FunctionKind, _ name: String, _ error: String) -> String {
+        switch kind {
+        case .map, .reduce: "Compilation of the \(kind.rawValue) function in the '\(name)' view failed: \(error)"
+        case .validation: "Compilation of the validate_doc_update function failed: \(error)"
+        default: "Compilation of the \(kind.rawValue) function '\(name)' failed: \(error)"
+        }
+    }
+}

@@ -1,0 +1,81 @@
+/// CouchDB's JavaScript environment (its `couchjs` `main.js`, `util.js`, `render.js`),
+/// evaluated once in every context: `emit`, `sum`, `toJSON`, `isArray`, `require` for
+/// CommonJS modules in the design document, and the show/list helpers `start`, `send`,
+/// `getRow`, `provides`, `registerType`. `log` is native (`ScriptContext`). The state a
+/// call leaves behind lives in `__couchette` and is reset before each call that uses it.
+enum JavaScriptEnvironment {
+    static let prelude = #"""
+    var __couchette = (function() {
+      var state = {
+        emitted: [], chunks: [], response: null, rows: [], rowIndex: 0, providers: [],
+        mimes: {
+          all: ["*/*"], text: ["text/plain; charset=utf-8", "txt"], html: ["text/html; charset=utf-8"],
+          xhtml: ["application/xhtml+xml", "xhtml"], xml: ["application/xml", "text/xml", "application/x-xml"],
+          js: ["text/javascript", "application/javascript", "application/x-javascript"], css: ["text/css"],
+          ics: ["text/calendar"], csv: ["text/csv"], rss: ["application/rss+xml"], atom: ["application/atom+xml"],
+          yaml: ["application/x-yaml", "text/yaml"], multipart_form: ["multipart/form-data"],
+          url_encoded_form: ["application/x-www-form-urlencoded"], json: ["application/json", "text/x-json"]
+        }
+      };
+      state.reset = function(rows) {
+        state.emitted = []; state.chunks = []; state.response = null;
+        state.rows = rows || []; state.rowIndex = 0; state.providers = [];
+      };
+      // CommonJS modules from the design document, resolved as CouchDB resolves them.
+      state.makeRequire = function(ddoc) {
+        var cache = {};
+        function resolve(names, mod, root) {
+          if (names.length == 0) {
+            if (typeof mod.current != "string") {
+              throw ["error", "invalid_require_path", "Must require a JavaScript string, not: " + (typeof mod.current)];
+            }
+            return mod;
+          }
+          var n = names.shift();
+          if (n == "..") {
+            if (!(mod.parent && mod.parent.parent)) {
+              throw ["error", "invalid_require_path", "Object has no parent " + JSON.stringify(mod.current)];
+            }
+            return resolve(names, {id: mod.id.slice(0, mod.id.lastIndexOf("/")), parent: mod.parent.parent,
+                                   current: mod.parent.current});
+          } else if (n == ".") {
+            if (!mod.parent) {
+              throw ["error", "invalid_require_path", "Object has no parent " + JSON.stringify(mod.current)];
+            }
+            return resolve(names, {parent: mod.parent, current: mod.parent.current, id: mod.id});
+          } else if (root) {
+            mod = {current: root};
+          }
+          if (mod.current === null || mod.current === undefined || mod.current[n] === undefined) {
+            throw ["error", "invalid_require_path", "Object has no property \"" + n + "\". " + JSON.stringify(mod.current)];
+          }
+          return resolve(names, {current: mod.current[n], parent: mod, id: mod.id ? mod.id + "/" + n : n});
+        }
+        function require(name, parent) {
+          var resolved = resolve(String(name).split("/"), parent || {}, parent ? null : ddoc);
+          if (cache[resolved.id]) { return cache[resolved.id].exports; }
+          var module = {id: resolved.id, parent: resolved.parent, current: resolved.current, exports: {}};
+          cache[resolved.id] = module;
+          var body = (0, eval)("(function(module, exports, require) { " + resolved.current + "\n})");
+          body.call(ddoc, module, module.exports, function(name) { return require(name, module); });
+          return module.exports;
+        }
+        return function(name) { return require(name); };
+      };
+      return state;
+    })();
+
+    function emit(key, value) { __couchette.emitted.push([key, value === undefined ? null : value]); }
+    function sum(values) { var total = 0; for (var i = 0; i < values.length; i++) { total += values[i]; } return total; }
+    function toJSON(value) { return JSON.stringify(value); }
+    function isArray(value) { return Array.isArray(value); }
+    function start(response) { __couchette.response = response || {}; }
+    function send(chunk) { __couchette.chunks.push(String(chunk)); }
+    function getRow() {
+      var state = __couchette;
+      return state.rowIndex < state.rows.length ? state.rows[state.rowIndex++] : null;
+    }
+    function provides(type, fun) { __couchette.providers.push([type, fun]); }
+    function registerType(name) { __couchette.mimes[name] = Array.prototype.slice.call(arguments, 1); }
+    """#
+}

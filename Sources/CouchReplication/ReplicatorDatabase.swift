@@ -1,0 +1,338 @@
+import CouchCore
+import CouchStore
+import Foundation
+import Logging
+
+/// Watches every replicator database (`_replicator`, created at the first start, and any
+/// `*/_replicator`): each document is parsed into the `ReplicationSettings` that
+/// `POST /_replicate` produces and handed to the scheduler as a job; updating the
+/// document's definition restarts the job, deleting it stops the job. As CouchDB 3 does,
+/// the outcome is written back into the document (`_replication_state` `completed` with
+/// `_replication_stats`, or `failed` with `_replication_state_reason`), and documents in
+/// either state are left alone — so after a restart unfinished jobs start again (from
+/// their checkpoints) and completed ones stay completed.
+public final class ReplicatorDatabase: @unchecked Sendable {
+    /// What `_scheduler/docs` reports of a document with no running job.
+    struct DocumentState {
+        var jobID: String?
+        var definition: String
+        /// `initializing`, `completed`, `failed`, `error` when no job runs it.
+        var state: String
+        var info: JSONValue = .null
+        var source: String?
+        var target: String?
+        var startTime = Date()
+        var lastUpdated = Date()
+    }
+
+    struct Key: Hashable, Comparable {
+        let database: DatabaseName
+        let id: DocumentID
+        static func < (a: Key, b: Key) -> Bool {
+            a.database == b.database ? a.id.rawValue < b.id.rawValue : a.database < b.database
+        }
+    }
+
+    public static let defaultName = try! DatabaseName("_replicator")
+
+    private let databases: DatabaseManager
+    private let scheduler: ReplicationScheduler
+    private let logger = Logger(label: "couchette.replicator")
+    private let lock = NSLock()
+    private var documents: [Key: DocumentState] = [:]
+    /// Watched databases: the notifier token and the last sequence processed.
+    private var watched: [DatabaseName: (database: Database, token: Int, sequence: Int)] = [:]
+    private var scanning: Set<DatabaseName> = []
+    private var rescan: Set<DatabaseName> = []
+    private var stopped = false
+
+    public init(databases: DatabaseManager, scheduler: ReplicationScheduler) {
+        self.databases = databases
+        self.scheduler = scheduler
+    }
+
+    /// Creates `_replicator` if missing, then watches every replicator database, now and
+    /// as they are created.
+    public func start() {
+        if !databases.exists(Self.defaultName) { _ = try? databases.create(Self.defaultName) }
+        databases.observeCreations { [weak self] database in
+            if database.name.isReplicator { self?.watch(database) }
+        }
+        for name in databases.allNames() where name.isReplicator {
+            if let database = try? databases.database(name) { watch(database) }
+        }
+    }
+
+    /// Stops watching (the scheduler stops the jobs).
+    public func stop() {
+        lock.lock()
+        stopped = true
+        let all = watched.values
+        watched = [:]
+        lock.unlock()
+        all.forEach { $0.database.notifier.remove($0.token) }
+    }
+
+    private func watch(_ database: Database) {
+        let name = database.name
+        let token = database.notifier.observe { [weak self] event in
+            switch event {
+            case .committed: self?.scan(name)
+            case .databaseDeleted: self?.forget(database: name)
+            }
+        }
+        lock.lock()
+        if stopped || watched[name] != nil {
+            lock.unlock()
+            database.notifier.remove(token)
+            return
+        }
+        watched[name] = (database, token, 0)
+        lock.unlock()
+        scan(name)
+    }
+
+    private func forget(database name: DatabaseName) {
+        lock.lock()
+        if let entry = watched.removeValue(forKey: name) { entry.database.notifier.remove(entry.token) }
+        let keys = documents.keys.filter { $0.database == name }
+        let jobs = keys.compactMap { documents.removeValue(forKey: $0)?.jobID }
+        lock.unlock()
+        jobs.forEach { scheduler.remove(jobID: $0) }
+    }
+
+    /// Reads the database's changes since the last scan, off the committing thread; one
+    /// scan at a time per database (a commit during a scan asks for another).
+    private func scan(_ name: DatabaseName) {
+        lock.lock()
+        guard !stopped, watched[name] != nil else {
+            lock.unlock()
+            return
+        }
+        if scanning.contains(name) {
+            rescan.insert(name)
+            lock.unlock()
+            return
+        }
+        scanning.insert(name)
+        lock.unlock()
+        ReplicationTasks.task { [weak self] in
+            while let self {
+                self.processChanges(of: name)
+                let again = self.lock.withLock { () -> Bool in
+                    if self.rescan.remove(name) != nil { return true }
+                    self.scanning.remove(name)
+                    return false
+                }
+                if !again { return }
+            }
+        }
+    }
+
+    private func processChanges(of name: DatabaseName) {
+        guard let (database, since) = lock.withLock({ watched[name].map { ($0.database, $0.sequence) } }) else { return }
+        let rows: [ChangeRow]
+        do {
+            rows = try database.changes(ChangesQuery(since: since, includeBodies: true))
+        } catch {
+            logger.error("cannot read the changes of \(name): \(error)")
+            return
+        }
+        for row in rows where !row.id.isDesign && !row.id.isLocal {
+            let key = Key(database: name, id: row.id)
+            if row.isDeleted {
+                removeDocument(key)
+            } else if let body = row.body, let object = (try? JSONValue.parse(body))?.objectValue {
+                process(key, body: object)
+            }
+        }
+        if let last = rows.last {
+            lock.withLock { watched[name]?.sequence = last.sequence }
+        }
+    }
+
+    private func removeDocument(_ key: Key) {
+        let jobID = lock.withLock { documents.removeValue(forKey: key)?.jobID }
+        if let jobID { scheduler.remove(jobID: jobID) }
+    }
+
+    /// A new or updated document: ignored when it is in a final state or its definition
+    /// did not change (the replicator's own write-back), else its job (re)starts.
+    private func process(_ key: Key, body: JSONObject) {
+        let definition = ReplicationDocument.definition(body)
+        let written = body["_replication_state"]?.stringValue
+        lock.lock()
+        let previous = documents[key]
+        if let previous, previous.definition == definition, written != "completed", written != "failed" {
+            lock.unlock()
+            return
+        }
+        lock.unlock()
+        if let jobID = previous?.jobID { scheduler.remove(jobID: jobID) }
+
+        var state = DocumentState(jobID: nil, definition: definition, state: "initializing")
+        state.source = body["source"].map(Self.displayName)
+        state.target = body["target"].map(Self.displayName)
+        if written == "completed" || written == "failed" {
+            state.state = written!
+            state.info = written == "completed"
+                ? (body["_replication_stats"] ?? .null)
+                : ["error": body["_replication_state_reason"] ?? .null]
+            lock.withLock { documents[key] = state }
+            return
+        }
+        let settings: ReplicationSettings
+        do {
+            settings = try ReplicationDocument.settings(body)
+        } catch {
+            state.state = "failed"
+            state.info = ["error": JSONValue(error.reason)]
+            lock.withLock { documents[key] = state }
+            writeBack(key, state: "failed", reason: error.reason, stats: nil)
+            return
+        }
+        state.source = settings.source.displayName
+        state.target = settings.target.displayName
+        lock.withLock { documents[key] = state }
+        ReplicationTasks.task { [weak self] in
+            guard let self else { return }
+            do {
+                let id = try await self.scheduler.manager.replicationID(for: settings)
+                self.startJob(key, definition: definition, settings: settings, id: id)
+            } catch {
+                // A filter that cannot be fetched yet: CouchDB's `error` state, retried later.
+                self.lock.withLock {
+                    if self.documents[key]?.definition == definition {
+                        self.documents[key]?.state = "error"
+                        self.documents[key]?.info = ["error": JSONValue((error as? CouchError)?.description ?? String(describing: error))]
+                    }
+                }
+            }
+        }
+    }
+
+    private func startJob(_ key: Key, definition: String, settings: ReplicationSettings, id: ReplicationID) {
+        lock.lock()
+        guard documents[key]?.definition == definition else {
+            lock.unlock()
+            return
+        }
+        documents[key]?.jobID = id.jobID
+        lock.unlock()
+        scheduler.add(settings, id: id, origin: .document(database: key.database, id: key.id)) { [weak self] outcome in
+            self?.jobFinished(key, jobID: id.jobID, outcome: outcome)
+        }
+    }
+
+    private func jobFinished(_ key: Key, jobID: String, outcome: Replication.Outcome) {
+        let stillOurs = lock.withLock { () -> Bool in
+            guard documents[key]?.jobID == jobID else { return false }
+            documents[key]?.jobID = nil
+            documents[key]?.lastUpdated = Date()
+            switch outcome {
+            case .completed(let log):
+                documents[key]?.state = "completed"
+                documents[key]?.info = Self.stats(log)
+            case .failed(let error):
+                documents[key]?.state = "failed"
+                documents[key]?.info = ["error": JSONValue(error.description)]
+            case .cancelled:
+                break
+            }
+            return true
+        }
+        guard stillOurs else { return }
+        switch outcome {
+        case .completed(let log): writeBack(key, state: "completed", reason: nil, stats: Self.stats(log))
+        case .failed(let error): writeBack(key, state: "failed", reason: error.description, stats: nil)
+        case .cancelled: break
+        }
+    }
+
+    /// The statistics of a finished one-shot job, from its last checkpoint's history entry.
+    static func stats(_ log: JSONObject) -> JSONValue {
+        let entry = log["history"]?.arrayValue?.first?.objectValue ?? [:]
+        var stats = JSONObject()
+        for name in ["revisions_checked", "missing_revisions_found", "docs_read", "docs_written",
+                     "doc_write_failures", "bulk_get_attempts", "bulk_get_docs"] {
+            let source = ["revisions_checked": "missing_checked", "missing_revisions_found": "missing_found"][name] ?? name
+            stats[name] = entry[source] ?? 0
+        }
+        stats["checkpointed_source_seq"] = log["source_last_seq"] ?? 0
+        stats["start_time"] = entry["start_time"] ?? .null
+        return .object(stats)
+    }
+
+    /// Writes the outcome into the document (CouchDB's `update_rep_doc`): retried on a
+    /// conflict with a concurrent edit; a deleted document is left alone.
+    private func writeBack(_ key: Key, state: String, reason: String?, stats: JSONValue?) {
+        guard let database = try? databases.database(key.database) else { return }
+        for _ in 0..<5 {
+            guard let snapshot = try? database.document(key.id),
+                  var body = (try? JSONValue.parse(snapshot.revision.body))?.objectValue else { return }
+            if body["_replication_state"]?.stringValue != state {
+                body["_replication_state"] = JSONValue(state)
+                body["_replication_state_time"] = JSONValue(ISO8601.string(Date()))
+            }
+            if let reason { body["_replication_state_reason"] = JSONValue(reason) } else { body["_replication_state_reason"] = nil }
+            if let stats { body["_replication_stats"] = stats } else { body["_replication_stats"] = nil }
+            let edit = DocumentEdit(id: key.id, revision: snapshot.record.winner, body: body)
+            do {
+                _ = try database.update(edit, keeping: snapshot.revision.attachments)
+                return
+            } catch let error as CouchError where error.kind == .conflict {
+                continue
+            } catch {
+                logger.error("cannot write the state of \(key.database)/\(key.id.rawValue): \(error)")
+                return
+            }
+        }
+    }
+
+    private static func displayName(_ value: JSONValue) -> String {
+        if let peer = try? ReplicationPeer(json: value, role: "source") { return peer.displayName }
+        return value.stringValue ?? ""
+    }
+
+    // MARK: - Reporting
+
+    /// `_scheduler/docs` entries of one replicator database (or all), sorted by document ID.
+    public func documentsJSON(database: DatabaseName?) -> [JSONValue] {
+        let entries = lock.withLock { documents.filter { database == nil || $0.key.database == database } }
+        return entries.sorted { $0.key < $1.key }.map { json($0.key, $0.value) }
+    }
+
+    /// One `_scheduler/docs/{db}/{docid}` entry, or nil.
+    public func documentJSON(database: DatabaseName, id: DocumentID) -> JSONValue? {
+        let key = Key(database: database, id: id)
+        guard let state = lock.withLock({ documents[key] }) else { return nil }
+        return json(key, state)
+    }
+
+    private func json(_ key: Key, _ document: DocumentState) -> JSONValue {
+        var state = document.state
+        var info = document.info
+        var errorCount = document.state == "failed" || document.state == "error" ? 1 : 0
+        var startTime = document.startTime
+        var lastUpdated = document.lastUpdated
+        if let jobID = document.jobID, let job = scheduler.documentStatus(jobID: jobID) {
+            (state, info, errorCount, startTime, lastUpdated) = (job.state, job.info, job.errorCount, job.startTime, job.lastUpdated)
+        }
+        let running = state != "completed" && state != "failed"
+        return [
+            "database": JSONValue(key.database.rawValue),
+            "doc_id": JSONValue(key.id.rawValue),
+            "id": running ? document.jobID.map { JSONValue($0) } ?? .null : .null,
+            "node": JSONValue(ReplicationScheduler.nodeName),
+            "source": document.source.map { JSONValue($0) } ?? .null,
+            "target": document.target.map { JSONValue($0) } ?? .null,
+            "state": JSONValue(state),
+            "info": info,
+            "error_count": JSONValue(errorCount),
+            "start_time": JSONValue(ISO8601.string(startTime)),
+            "last_updated": JSONValue(ISO8601.string(lastUpdated)),
+            "source_proxy": .null,
+            "target_proxy": .null,
+        ]
+    }
+}
