@@ -27,6 +27,8 @@ public final class CouchServer: RequestHandler {
     /// Watches the replicator databases: `_scheduler/docs`.
     public let replicatorDatabase: ReplicatorDatabase
     let logger = Logger(label: "couchette.server")
+    /// Requests, reads and feeds counted for `_stats` and `_prometheus`.
+    let metrics = ServerMetrics()
 
     /// A server for `databases`, its admins (stored hashed) and session secret kept in
     /// their data directory. Refuses to serve beyond loopback with no admin.
@@ -72,9 +74,12 @@ public final class CouchServer: RequestHandler {
     /// Every request: CORS preflight, then authentication and authorization (once, by the
     /// policy in `Auth/`), then the handler the route table names.
     public func handle(_ request: HTTPRequest) -> HTTPResponse {
-        if let preflight = accessControl.cors.preflight(request) { return preflight }
-        var response = route(request)
-        accessControl.cors.decorate(&response, for: request)
+        let started = DispatchTime.now().uptimeNanoseconds
+        let access = accessControl
+        var response = access.cors.preflight(request) ?? route(request)
+        access.cors.decorate(&response, for: request)
+        metrics.recordRequest(method: request.method, status: response.status,
+                              nanoseconds: DispatchTime.now().uptimeNanoseconds &- started)
         return response
     }
 
@@ -86,6 +91,10 @@ public final class CouchServer: RequestHandler {
             var response = try RouteTable.handler(for: request.method, at: endpoint)(
                 RouteContext(server: self, request: request, endpoint: endpoint,
                              user: authentication.user, databaseAccess: access))
+            if endpoint.route == .document || endpoint.route == .attachment, response.status == 200,
+               request.method == "GET" || request.method == "HEAD" {
+                metrics.recordRead()
+            }
             if let renewed = authentication.renewedCookie, response.header("Set-Cookie") == nil {
                 response.setHeader("Set-Cookie", renewed)
             }

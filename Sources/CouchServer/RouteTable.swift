@@ -31,6 +31,10 @@ enum RouteTable {
         .node(.configKey): [.GET: ConfigurationRoutes.getKey, .PUT: ConfigurationRoutes.putKey,
                             .DELETE: ConfigurationRoutes.deleteKey],
         .node(.configReload): [.POST: ConfigurationRoutes.postReload],
+        .node(.stats): [.GET: NodeStatisticsRoutes.getStats],
+        .node(.system): [.GET: NodeStatisticsRoutes.getSystem],
+        .node(.versions): [.GET: NodeStatisticsRoutes.getVersions],
+        .node(.prometheus): [.GET: NodeStatisticsRoutes.getPrometheus],
 
         .scheduler(.jobs): [.GET: SchedulerRoutes.getJobs],
         .scheduler(.job): [.GET: SchedulerRoutes.getJob],

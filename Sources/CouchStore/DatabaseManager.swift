@@ -46,11 +46,22 @@ public final class DatabaseManager: @unchecked Sendable {
         updates = try DatabaseUpdateLog(directory: directory)
     }
 
-    /// Registers a database just opened: its commits become `updated` events.
+    /// Documents written to every database since start (sequences committed), for `_stats`.
+    public var documentWrites: Int { writeCounter.value }
+    private let writeCounter = WriteCounter()
+
+    /// How many databases are open now.
+    public var openCount: Int { lock.withLock { open.count } }
+
+    /// Registers a database just opened: its commits become `updated` events and count as writes.
     private func opened(_ database: Database) -> Database {
-        let updates = self.updates, name = database.name
+        let updates = self.updates, name = database.name, counter = writeCounter
+        let last = WriteCounter()
+        last.add(database.updateSequence)
         _ = database.notifier.observe { event in
-            if case .committed = event { updates.record(.updated, name) }
+            guard case .committed(let sequence) = event else { return }
+            counter.add(last.exchange(sequence))
+            updates.record(.updated, name)
         }
         open[database.name] = database
         return database
@@ -141,5 +152,23 @@ public final class DatabaseManager: @unchecked Sendable {
             guard file.hasSuffix(Self.fileExtension) else { return nil }
             return DatabaseName(fileStem: String(file.dropLast(Self.fileExtension.count)))
         }.sorted()
+    }
+}
+
+/// A count shared by commit observers.
+final class WriteCounter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var total = 0
+
+    var value: Int { lock.withLock { total } }
+
+    func add(_ count: Int) { lock.withLock { total &+= max(0, count) } }
+
+    /// Sets the value and answers by how much it grew.
+    func exchange(_ new: Int) -> Int {
+        lock.withLock {
+            defer { total = max(total, new) }
+            return max(0, new - total)
+        }
     }
 }
