@@ -56,7 +56,7 @@ let package = Package(
             .product(name: "Metrics", package: "swift-metrics"), .product(name: "Prometheus", package: "swift-prometheus"),
         ]),
         .executableTarget(name: "couchette", dependencies: [
-            "CouchServer", "CouchReplication", "CouchStore", "CouchCore",
+            "CouchServer", "CouchReplication", "CouchFunctions", "CouchStore", "CouchCore",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),

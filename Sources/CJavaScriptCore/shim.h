@@ -8,5 +8,6 @@ JS_EXPORT void JSContextGroupSetExecutionTimeLimit(JSContextGroupRef group, doub
                                                    JSShouldTerminateCallback callback, void *context);
 JS_EXPORT void JSContextGroupClearExecutionTimeLimit(JSContextGroupRef group);
 
-/* From JSBasePrivate.h: the heap's statistics as an object (heapSize, heapCapacity, extraMemorySize, ...). */
+/* From JSBasePrivate.h: the heap's statistics as an object (heapSize, extraMemorySize, ...).
+   It walks the whole heap: call it rarely. */
 JS_EXPORT JSObjectRef JSGetMemoryUsageStatistics(JSContextRef ctx);

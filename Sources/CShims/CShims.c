@@ -12,7 +12,8 @@ static size_t keep_escaped(void *cls, struct MHD_Connection *c, char *s) {
 
 struct MHD_Daemon *couchette_mhd_start(const couchette_mhd_options *o,
                                        MHD_AccessHandlerCallback handler, void *handler_context,
-                                       MHD_RequestCompletedCallback completed, void *completed_context) {
+                                       MHD_RequestCompletedCallback completed, void *completed_context,
+                                       MHD_NotifyConnectionCallback notify, void *notify_context) {
     struct sockaddr_in address;
     memset(&address, 0, sizeof(address));
     address.sin_family = AF_INET;
@@ -25,8 +26,20 @@ struct MHD_Daemon *couchette_mhd_start(const couchette_mhd_options *o,
                             MHD_OPTION_CONNECTION_TIMEOUT, o->connection_timeout_seconds,
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, o->connection_memory_limit,
                             MHD_OPTION_NOTIFY_COMPLETED, completed, completed_context,
+                            MHD_OPTION_NOTIFY_CONNECTION, notify, notify_context,
                             MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, NULL,
                             MHD_OPTION_END);
+}
+
+int couchette_mhd_connection_fd(struct MHD_Connection *connection) {
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return info ? info->connect_fd : -1;
+}
+
+uint32_t couchette_mhd_connection_ipv4(struct MHD_Connection *connection) {
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (!info || !info->client_addr || info->client_addr->sa_family != AF_INET) return 0;
+    return ((const struct sockaddr_in *)info->client_addr)->sin_addr.s_addr;
 }
 
 uint16_t couchette_mhd_bound_port(struct MHD_Daemon *daemon) {

@@ -6,6 +6,8 @@ public struct DocumentID: Hashable, Comparable, Sendable, CustomStringConvertibl
 
     public static let localPrefix = "_local/"
     public static let designPrefix = "_design/"
+    /// Bytes of UTF-8: three times this, percent-encoded, stays under a 16 KiB URL.
+    public static let maximumLength = 4096
 
     public var isLocal: Bool { rawValue.hasPrefix(Self.localPrefix) }
     public var isDesign: Bool { rawValue.hasPrefix(Self.designPrefix) }
@@ -19,6 +21,9 @@ public struct DocumentID: Hashable, Comparable, Sendable, CustomStringConvertibl
     /// only for the reserved prefixes.
     public static func validated(_ raw: String) throws(CouchError) -> DocumentID {
         if raw.isEmpty { throw CouchError(.illegalDocumentID, "Document id must not be empty") }
+        // CouchDB's `max_document_id_length` (unlimited there): an ID must fit, percent-encoded,
+        // in a URL a peer accepts (16 KiB here), or the document could never be replicated.
+        if raw.utf8.count > maximumLength { throw CouchError(.illegalDocumentID, "Document id is too long") }
         if raw.hasPrefix("_") {
             if raw.hasPrefix(designPrefix), raw.count > designPrefix.count { return DocumentID(raw) }
             if raw.hasPrefix(localPrefix), raw.count > localPrefix.count { return DocumentID(raw) }

@@ -25,6 +25,9 @@ public struct ExternalTermWriter: Sendable {
         static let largeBig: UInt8 = 111
     }
 
+    /// Bytes already in the format (a precomputed part of a term).
+    mutating func appendRaw(_ raw: ArraySlice<UInt8>) { bytes.append(contentsOf: raw) }
+
     /// An atom of Latin-1 characters (`minor_version` 1 writes them as `ATOM_EXT`).
     public mutating func atom(_ name: StaticString) {
         bytes.append(Tag.atom)

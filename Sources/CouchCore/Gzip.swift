@@ -28,6 +28,32 @@ public enum Gzip {
         return status == Z_STREAM_END ? output : nil
     }
 
+    /// Whether `input` is one complete gzip stream that decompresses to at most `maximumSize`
+    /// bytes; decompresses through a fixed buffer, so checking costs no memory.
+    public static func isValid(_ input: [UInt8], maximumSize: Int = 1 << 32) -> Bool {
+        var stream = z_stream()
+        guard inflateInit2_(&stream, 16 + MAX_WBITS, ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size)) == Z_OK else {
+            return false
+        }
+        defer { inflateEnd(&stream) }
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        var status = Z_OK
+        var produced = 0
+        input.withUnsafeBufferPointer { source in
+            stream.next_in = UnsafeMutablePointer(mutating: source.baseAddress)
+            stream.avail_in = UInt32(clamping: source.count)
+            repeat {
+                chunk.withUnsafeMutableBufferPointer { buffer in
+                    stream.next_out = buffer.baseAddress
+                    stream.avail_out = UInt32(buffer.count)
+                    status = inflate(&stream, Z_NO_FLUSH)
+                    produced += buffer.count - Int(stream.avail_out)
+                }
+            } while status == Z_OK && produced <= maximumSize && (stream.avail_in > 0 || stream.avail_out == 0)
+        }
+        return status == Z_STREAM_END && stream.avail_in == 0 && produced <= maximumSize
+    }
+
     public static func compress(_ input: [UInt8]) -> [UInt8] {
         var stream = z_stream()
         deflateInit2_(&stream, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY,

@@ -18,18 +18,23 @@ public struct RevisionHistory: Sendable, Equatable {
         ids.enumerated().map { RevisionID(generation: start - $0.offset, digest: $0.element) }
     }
 
+    /// Checked as CouchDB's `couch_doc:transfer_fields` checks it, with its reasons.
     public init(json: JSONValue) throws(CouchError) {
-        guard let object = json.objectValue,
-              let start = object["start"]?.intValue,
-              let idValues = object["ids"]?.arrayValue else {
+        guard let object = json.objectValue else {
             throw CouchError(.badRequest, "_revisions must be an object with integer 'start' and array 'ids'")
+        }
+        guard let start = object["start"]?.intValue else {
+            throw CouchError(.documentValidation, "_revisions.start isn't an integer.")
+        }
+        guard let idValues = object["ids"]?.arrayValue else {
+            throw CouchError(.documentValidation, "_revisions.ids isn't a array.")
         }
         var ids: [String] = []
         for value in idValues {
-            guard let id = value.stringValue, !id.isEmpty else {
-                throw CouchError(.badRequest, "_revisions ids must be non-empty strings")
-            }
-            ids.append(id)
+            guard let id = value.stringValue else { throw CouchError(.documentValidation, "RevId isn't a string") }
+            guard !id.isEmpty else { throw CouchError(.badRequest, "_revisions ids must be non-empty strings") }
+            // Digests as RevisionID holds them: 32 hex digits in lower case.
+            ids.append(RevisionID(generation: 1, digest: id).normalizedDigest)
         }
         guard !ids.isEmpty, start >= ids.count else {
             throw CouchError(.badRequest, "_revisions.start is smaller than the number of ids")

@@ -53,6 +53,11 @@ public struct RevisionID: Hashable, Comparable, Sendable, CustomStringConvertibl
         self.init(generation: value, digest: digest)
     }
 
+    /// The digest with a 32-hex-digit one in lower case, as parsing leaves it.
+    var normalizedDigest: String {
+        Self.isHex32(digest.utf8) ? digest.lowercased() : digest
+    }
+
     /// The digest as CouchDB holds it (`couch_doc:parse_revid`): 32 hexadecimal digits become
     /// the 16 bytes they encode; any other digest is its UTF-8 bytes.
     public var digestBinary: [UInt8] {

@@ -15,29 +15,46 @@ public struct UpdateSequence: Sendable, Hashable, Comparable, CustomStringConver
 
     /// CouchDB 3's text: `"12-g2wAAAAB..."`.
     public var description: String {
-        var term = ExternalTermWriter()
-        term.listHeader(1)
-        term.tupleHeader(3)
-        term.atom("nonode@nohost")
-        term.listHeader(2)
-        term.integer(0)
-        term.integer(4_294_967_295)
-        term.endList()
-        term.tupleHeader(3)
-        term.integer(number)
-        term.binary([UInt8]())
-        term.atom("nonode@nohost")
-        term.endList()
-        return "\(number)-" + Self.base64URL(term.bytes)
+        var output: [UInt8] = []
+        appendText(to: &output)
+        return String(decoding: output, as: UTF8.self)
     }
 
     public var json: JSONValue { .string(description) }
 
-    /// Appends the sequence as a JSON string.
+    /// Appends the sequence as a JSON string (the `_changes` hot path: no intermediate strings).
     public func appendJSON(to output: inout [UInt8]) {
         output.append(UInt8(ascii: "\""))
-        output.append(contentsOf: description.utf8)
+        appendText(to: &output)
         output.append(UInt8(ascii: "\""))
+    }
+
+    /// The term's bytes before and after the number, which alone varies.
+    private static let termParts: (prefix: [UInt8], suffix: [UInt8]) = {
+        var head = ExternalTermWriter()
+        head.listHeader(1)
+        head.tupleHeader(3)
+        head.atom("nonode@nohost")
+        head.listHeader(2)
+        head.integer(0)
+        head.integer(4_294_967_295)
+        head.endList()
+        head.tupleHeader(3)
+        var tail = ExternalTermWriter()
+        tail.binary([UInt8]())
+        tail.atom("nonode@nohost")
+        tail.endList()
+        return (head.bytes, Array(tail.bytes.dropFirst()))  // the tail's own version byte dropped
+    }()
+
+    private func appendText(to output: inout [UInt8]) {
+        output.append(contentsOf: String(number).utf8)
+        output.append(UInt8(ascii: "-"))
+        var term = ExternalTermWriter()
+        term.appendRaw(Self.termParts.prefix.dropFirst())  // the writer starts with the version byte
+        term.integer(number)
+        term.appendRaw(Self.termParts.suffix[...])
+        Self.appendBase64URL(term.bytes, to: &output)
     }
 
     /// The number of a sequence as a client sends it back: `12`, `"12"`, `12-g1AAAA...` or
@@ -66,23 +83,26 @@ public struct UpdateSequence: Sendable, Hashable, Comparable, CustomStringConver
     private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
 
     /// RFC 4648 §5 without padding, as CouchDB's `couch_util:encodeBase64Url`.
-    static func base64URL(_ bytes: [UInt8]) -> String {
-        var output: [UInt8] = []
-        output.reserveCapacity((bytes.count * 4 + 2) / 3)
+    static func appendBase64URL(_ bytes: [UInt8], to output: inout [UInt8]) {
         var index = 0
         while index + 2 < bytes.count {
             let chunk = UInt32(bytes[index]) << 16 | UInt32(bytes[index + 1]) << 8 | UInt32(bytes[index + 2])
-            for shift in [18, 12, 6, 0] { output.append(alphabet[Int(chunk >> UInt32(shift) & 63)]) }
+            output.append(alphabet[Int(chunk >> 18 & 63)])
+            output.append(alphabet[Int(chunk >> 12 & 63)])
+            output.append(alphabet[Int(chunk >> 6 & 63)])
+            output.append(alphabet[Int(chunk & 63)])
             index += 3
         }
         let remaining = bytes.count - index
         if remaining == 1 {
             let chunk = UInt32(bytes[index]) << 16
-            for shift in [18, 12] { output.append(alphabet[Int(chunk >> UInt32(shift) & 63)]) }
+            output.append(alphabet[Int(chunk >> 18 & 63)])
+            output.append(alphabet[Int(chunk >> 12 & 63)])
         } else if remaining == 2 {
             let chunk = UInt32(bytes[index]) << 16 | UInt32(bytes[index + 1]) << 8
-            for shift in [18, 12, 6] { output.append(alphabet[Int(chunk >> UInt32(shift) & 63)]) }
+            output.append(alphabet[Int(chunk >> 18 & 63)])
+            output.append(alphabet[Int(chunk >> 12 & 63)])
+            output.append(alphabet[Int(chunk >> 6 & 63)])
         }
-        return String(decoding: output, as: UTF8.self)
     }
 }

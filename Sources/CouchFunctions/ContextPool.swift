@@ -19,6 +19,7 @@ final class ContextPool: @unchecked Sendable {
     func withContext<T>(_ body: (ScriptContext) throws -> T) throws -> T {
         let context = try checkOut()
         defer { checkIn(context) }
+        context.beginUse()
         return try body(context)
     }
 

@@ -28,12 +28,12 @@ public struct FilterRequest: Sendable {
         var info = JSONObject()
         if let stored = try? database.info() {
             info = [
-                "db_name": JSONValue(stored.name.rawValue), "update_seq": JSONValue(stored.updateSequence),
+                "db_name": JSONValue(stored.name.rawValue), "update_seq": UpdateSequence(stored.updateSequence).json,
                 "doc_count": JSONValue(stored.documentCount), "doc_del_count": JSONValue(stored.deletedDocumentCount),
                 "instance_start_time": JSONValue(stored.instanceStartTime),
                 "sizes": ["file": JSONValue(stored.fileSize), "external": JSONValue(stored.externalSize),
                           "active": JSONValue(stored.activeSize)],
-                "purge_seq": 0, "compact_running": JSONValue(stored.compactRunning), "disk_format_version": 8,
+                "purge_seq": UpdateSequence(0).json, "compact_running": JSONValue(stored.compactRunning), "disk_format_version": 8,
             ]
         }
         let pathValue = JSONValue.array(path.map { JSONValue($0) })

@@ -45,6 +45,11 @@ public final class FunctionRuntime: DocumentValidator, @unchecked Sendable {
         lock.withLock { natives.addFilter(name, database: database, function) }
     }
 
+    /// Whether `filter=name` on `database` runs a native function.
+    public func hasNativeFilter(_ name: String, database: DatabaseName) -> Bool {
+        lock.withLock { natives.filter(name, for: database) != nil }
+    }
+
     // MARK: Design documents
 
     /// Compiles every function of a design document about to be saved: CouchDB's 400
@@ -232,18 +237,31 @@ public struct DocumentFilter: Sendable {
                 throw CouchError(.unknownError, String(describing: error))
             }
         case .script(let key, let source, let design):
+            guard !documents.isEmpty else { return [] }
+            var batch: [UInt8] = [UInt8(ascii: "[")]
+            batch.reserveCapacity(documents.reduce(2) { $0 + $1.count + 1 })
+            for (index, document) in documents.enumerated() {
+                if index > 0 { batch.append(UInt8(ascii: ",")) }
+                batch += document
+            }
+            batch.append(UInt8(ascii: "]"))
             let requestJSON = request.serialized()
             return try runtime.run { context in
                 let function = try context.function(key, source: source, designDocument: design)
+                guard let driver = context.filterBatch else { throw CouchError.internalError("JavaScript environment is incomplete") }
                 let requestValue = context.retain(context.value(json: requestJSON))
-                defer { context.release(requestValue) }
-                return try documents.map { document -> Bool in
-                    do {
-                        return context.bool(try context.call(function, arguments: [context.value(json: document), requestValue]))
-                    } catch let thrown as ScriptThrow {
-                        throw context.scriptError(thrown.value)
-                    }
+                let documentValues = context.retain(context.value(json: batch))
+                defer { context.release(requestValue); context.release(documentValues) }
+                let passed: JSONValue?
+                do {
+                    passed = context.json(try context.call(driver, arguments: [function, documentValues, requestValue]))
+                } catch let thrown as ScriptThrow {
+                    throw context.scriptError(thrown.value)
                 }
+                guard let flags = passed?.stringValue, flags.utf8.count == documents.count else {
+                    throw CouchError.internalError("filter batch answered no result")
+                }
+                return flags.utf8.map { $0 == UInt8(ascii: "1") }
             }
         }
     }

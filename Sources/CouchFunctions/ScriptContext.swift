@@ -7,7 +7,7 @@ import Logging
 public struct FunctionLimits: Sendable {
     /// CouchDB's `[query_server_config] os_process_timeout` (5 s by default).
     public var timeout: Double
-    /// Bytes of JavaScript heap one context may hold during a call.
+    /// Bytes of memory one call may add to the process (`[couchette] function_memory_limit`).
     public var memory: Int
 
     public init(timeout: Double = 5, memory: Int = 256 * 1024 * 1024) {
@@ -25,6 +25,7 @@ final class ScriptContext: @unchecked Sendable {
     private let limits: FunctionLimits
     private var functions: [String: JSObjectRef] = [:]
     private var callStarted = DispatchTime.now()
+    private var memoryAtStart = 0
     /// Set when the watchdog stopped a call; the context is then discarded.
     private(set) var stoppedBy: StopReason?
     private static let maximumCachedFunctions = 2000
@@ -44,6 +45,7 @@ final class ScriptContext: @unchecked Sendable {
 
     deinit {
         for function in functions.values { JSValueUnprotect(context, function) }
+        if let filterBatch { JSValueUnprotect(context, filterBatch) }
         JSContextGroupClearExecutionTimeLimit(group)
         JSGlobalContextRelease(context)
         JSContextGroupRelease(group)
@@ -56,9 +58,19 @@ final class ScriptContext: @unchecked Sendable {
             stoppedBy = .timeout
             return true
         }
-        if heapSize() > limits.memory {
-            stoppedBy = .memory
-            return true
+        // The process grew by the limit since this use began: then (only then, as it walks
+        // the whole heap) see whether this context's heap is what grew.
+        let resident = Self.residentMemory()
+        if memoryAtStart == 0 {
+            // The first tick of this use takes the baseline (reading it costs more than a
+            // short call, which never reaches a tick).
+            memoryAtStart = resident
+        } else if resident - memoryAtStart > limits.memory {
+            if heapSize() > limits.memory {
+                stoppedBy = .memory
+                return true
+            }
+            memoryAtStart = resident
         }
         // This JavaScriptCore calls back once per limit set: set it again for the next tick.
         armWatchdog()
@@ -74,11 +86,30 @@ final class ScriptContext: @unchecked Sendable {
         func number(_ name: String) -> Int {
             let key = JSStringCreateWithUTF8CString(name)
             defer { JSStringRelease(key) }
-            let value = JSObjectGetProperty(context, statistics, key, nil)
-            let double = JSValueToNumber(context, value, nil)
-            return double.isFinite && double > 0 && double < 1e18 ? Int(double) : 0
+            let value = JSValueToNumber(context, JSObjectGetProperty(context, statistics, key, nil), nil)
+            return value.isFinite && value > 0 && value < 1e18 ? Int(value) : 0
         }
         return number("heapSize") + number("extraMemorySize")
+    }
+
+    /// Starts one use (a write's validation, a batch of filter calls): its memory baseline is
+    /// taken at its first watchdog tick.
+    func beginUse() {
+        memoryAtStart = 0
+    }
+
+    /// The process's resident memory in bytes (`/proc/self/statm`): a few microseconds to
+    /// read, where JavaScriptCore's own heap statistics walk the whole heap.
+    static func residentMemory() -> Int {
+        let descriptor = open("/proc/self/statm", O_RDONLY)
+        guard descriptor >= 0 else { return 0 }
+        defer { close(descriptor) }
+        var buffer = [UInt8](repeating: 0, count: 128)
+        let count = read(descriptor, &buffer, buffer.count)
+        guard count > 0 else { return 0 }
+        let fields = buffer[..<count].split(separator: UInt8(ascii: " "))
+        guard fields.count > 1, let pages = Int(String(decoding: fields[1], as: UTF8.self)) else { return 0 }
+        return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
     }
 
     // MARK: Evaluating and compiling
@@ -137,6 +168,15 @@ final class ScriptContext: @unchecked Sendable {
         }
         return object
     }
+
+    /// `__couchette.filterBatch`: a filter applied to an array of documents in one call, as
+    /// each entry into the engine costs more than a small function's work.
+    lazy var filterBatch: JSObjectRef? = {
+        guard let value = try? evaluate("__couchette.filterBatch", name: "filter-batch.js"),
+              let object = JSValueToObject(context, value, nil) else { return nil }
+        JSValueProtect(context, object)
+        return object
+    }()
 
     /// Keeps `value` alive across calls until `release`.
     func retain(_ value: JSValueRef?) -> JSValueRef? {
@@ -214,7 +254,7 @@ final class ScriptContext: @unchecked Sendable {
                               "JavaScript function stopped after \(Self.seconds(limits.timeout)) (os_process_timeout)")
         case .memory:
             return CouchError(.osProcessError,
-                              "JavaScript function stopped: its heap exceeded \(limits.memory / (1024 * 1024)) MB")
+                              "JavaScript function stopped: it allocated more than \(limits.memory / (1024 * 1024)) MB")
         case nil:
             break
         }

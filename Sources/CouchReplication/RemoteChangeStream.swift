@@ -106,12 +106,14 @@ final class RemoteChangeStream: ChangeStream, @unchecked Sendable {
                 default:
                     failure = ReplicationError(.requestFailed, "\(method) \(shownURL) failed: \(error)")
                 }
+                endpoint.reportAttempt(failure)
                 guard backoff.failures < endpoint.retries else { throw failure }
                 try await ChangesReader.sleep(milliseconds: backoff.next())
                 continue
             }
             switch response.status {
             case 200:
+                endpoint.reportAttempt(nil)
                 return response
             case 405 where method == "POST":
                 response.cancel()
@@ -136,6 +138,7 @@ final class RemoteChangeStream: ChangeStream, @unchecked Sendable {
                 throw ReplicationError(.requestFailed, "\(method) \(shownURL) failed with status \(response.status): "
                                        + (detail?["reason"]?.stringValue ?? ""))
             }
+            endpoint.reportAttempt(failure)
             guard backoff.failures < endpoint.retries else { throw failure }
             try await ChangesReader.sleep(milliseconds: backoff.next())
         }

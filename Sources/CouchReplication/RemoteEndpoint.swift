@@ -16,6 +16,23 @@ public final class RemoteEndpoint: DatabaseEndpoint, @unchecked Sendable {
     let authenticator: PeerAuthenticator
     private let lock = NSLock()
     private var bulkGetUnsupported = false
+    private var failureObserver: (@Sendable (ReplicationError?) -> Void)?
+    private var failing = false
+
+    /// Told of each failed attempt as it happens, and (with nil) of the next success, so a job
+    /// shows `offline`/`crashing` and its last error while a request is still being retried.
+    public func observeFailures(_ observer: @escaping @Sendable (ReplicationError?) -> Void) {
+        lock.withLock { failureObserver = observer }
+    }
+
+    func reportAttempt(_ failure: ReplicationError?) {
+        let observer: (@Sendable (ReplicationError?) -> Void)? = lock.withLock {
+            guard failure != nil || failing else { return nil }
+            failing = failure != nil
+            return failureObserver
+        }
+        observer?(failure)
+    }
 
     public init(peer: RemotePeer, client: HTTPClient, retries: Int = 5,
                 logger: Logger = Logger(label: "couchette.replication")) {
@@ -68,7 +85,20 @@ public final class RemoteEndpoint: DatabaseEndpoint, @unchecked Sendable {
         var retriedAuthentication = false
         while true {
             if Task.isCancelled { throw ReplicationError(.stopped, "stopped") }
-            let (authentication, epoch) = try await authenticator.headers(method: method, url: url)
+            let authentication: [(name: String, value: String)]
+            let epoch: Int
+            do {
+                (authentication, epoch) = try await authenticator.headers(method: method, url: url)
+            } catch where error.isTransient {
+                reportAttempt(error)
+                // The login failed (a 5xx, a dropped connection): nothing was sent yet, so any
+                // request may wait and try again, as for any other request's failure.
+                guard backoff.failures < retries else { throw error }
+                let wait = backoff.next()
+                logger.notice("Retrying the login to \(peer.displayURL) in \(Double(wait) / 1000) seconds due to error \(error.reason)")
+                try await ChangesReader.sleep(milliseconds: wait)
+                continue
+            }
             var headers: [(name: String, value: String)] = [("Accept", accept)]
             if body != nil || upload != nil { headers.append(("Content-Type", contentType)) }
             headers += peer.headers.map { ($0.name, $0.value) }
@@ -84,6 +114,7 @@ public final class RemoteEndpoint: DatabaseEndpoint, @unchecked Sendable {
                         retriedAuthentication = true
                         continue
                     }
+                    reportAttempt(nil)
                     return answer
                 }
             } catch .cancelled {
@@ -96,6 +127,7 @@ public final class RemoteEndpoint: DatabaseEndpoint, @unchecked Sendable {
             } catch {
                 failure = ReplicationError(.requestFailed, "\(method) \(shownURL) failed: \(error)")
             }
+            reportAttempt(failure)
             guard retryable, backoff.failures < retries else { throw failure }
             let wait = backoff.next()
             logger.notice("Retrying \(method) request to \(shownURL) in \(Double(wait) / 1000) seconds due to error \(failure.reason)")
@@ -256,7 +288,12 @@ public final class RemoteEndpoint: DatabaseEndpoint, @unchecked Sendable {
         let body: JSONValue = ["docs": .array(docs), "latest": true, "revs": true, "attachments": false]
         let response = try await send("POST", "_bulk_get", query: [("latest", "true"), ("revs", "true"), ("attachments", "false")],
                                       body: body.serialized())
-        guard response.status == 200, let results = Self.json(response)?["results"]?.arrayValue else {
+        let parsed = response.status == 200 ? Self.json(response)?["results"]?.arrayValue : nil
+        if response.status == 200, parsed == nil {
+            // An answer that cannot be read: each document is fetched on its own instead.
+            return requests.map { .failed($0.id, $0.revision, "unreadable _bulk_get answer") }
+        }
+        guard response.status == 200, let results = parsed else {
             if (400..<500).contains(response.status) && response.status != 401 && response.status != 403 {
                 lock.withLock { bulkGetUnsupported = true }
                 logger.info("\(displayName) answered _bulk_get with \(response.status); fetching with open_revs instead")
@@ -289,7 +326,10 @@ public final class RemoteEndpoint: DatabaseEndpoint, @unchecked Sendable {
                                       query: [("revs", "true"), ("open_revs", list), ("latest", "true")])
         switch response.status {
         case 200:
-            guard let entries = Self.json(response)?.arrayValue else { throw unexpected(response, "GET \(id.rawValue)") }
+            guard let entries = Self.json(response)?.arrayValue else {
+                // This document's answer cannot be read (too deep, malformed): it fails, the job goes on.
+                return revisions.map { .failed(id, $0, "unreadable open_revs answer for \(id.rawValue)") }
+            }
             return entries.compactMap { entry in
                 if let document = entry["ok"]?.objectValue, let revision = ReplicatedRevision(document: document) {
                     return .found(revision)
@@ -303,6 +343,10 @@ public final class RemoteEndpoint: DatabaseEndpoint, @unchecked Sendable {
             return try await openRevisions(id, Array(revisions[..<half])) + openRevisions(id, Array(revisions[half...]))
         case 404:
             return revisions.map { .missing(id, $0) }
+        case 400..<500 where response.status != 401 && response.status != 403:
+            // A refusal of this one document (its URL too long, ...): counted, not retried forever.
+            let detail = Self.errorDetail(response)
+            return revisions.map { .failed(id, $0, "GET \(id.rawValue) failed: \(detail)") }
         default:
             throw unexpected(response, "GET \(id.rawValue)")
         }

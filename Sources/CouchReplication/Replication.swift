@@ -41,6 +41,17 @@ public final class Replication: @unchecked Sendable {
         self.target = target
         self.logger = logger
         machine = ReplicationStateMachine(continuous: settings.continuous, backoff: backoff)
+        for endpoint in [source, target] {
+            (endpoint as? RemoteEndpoint)?.observeFailures { [weak self] failure in self?.noteRequest(failure) }
+        }
+    }
+
+    /// A request to a peer failing now (nil once one succeeds again): shown at once, before
+    /// its retries run out and the session fails.
+    private var failingRequest: ReplicationError?
+
+    private func noteRequest(_ failure: ReplicationError?) {
+        lock.withLock { failingRequest = failure }
     }
 
     func start() { handle(.start) }
@@ -90,7 +101,11 @@ public final class Replication: @unchecked Sendable {
 
     public var status: ReplicationStatus {
         lock.lock()
-        let (state, lastError) = (machine.state, machine.lastError)
+        var (state, lastError) = (machine.state, machine.lastError)
+        if let failingRequest, state == .active || state == .idle {
+            state = failingRequest.kind == .peerUnreachable ? .offline : .crashing
+            lastError = failingRequest
+        }
         lock.unlock()
         let snapshot = progress.snapshot
         return ReplicationStatus(

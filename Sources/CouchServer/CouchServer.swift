@@ -42,6 +42,13 @@ public final class CouchServer: RequestHandler {
         functions = FunctionRuntime(limits: effective.functions, securityObject: { database in
             (try? holder.current.securityObject(of: database).json) ?? [:]
         })
+        // Every database created from now on (`PUT /db`, a replication's `create_target`) gets the
+        // configured default security written into it, as CouchDB writes it at creation. System
+        // databases keep their own rules.
+        databases.observeCreations { database in
+            guard !database.name.isSystem else { return }
+            try? holder.current.secureNewDatabase(database)
+        }
         databases.validator = functions
         replications = ReplicationManager(serverUUID: databases.serverUUID, databases: databases, functions: functions)
         scheduler = ReplicationScheduler(manager: replications, configuration: effective.replicator)

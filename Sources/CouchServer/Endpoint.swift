@@ -10,8 +10,6 @@ public enum Endpoint: Sendable, Equatable {
     case attachment(DatabaseName, DocumentID, String)
     /// A design document's sub-resource (`_view`, `_show`, ...), not served yet.
     case designResource(DatabaseName, DocumentID, String)
-    /// `/_node/{node}/...`: the node name as written (`_local` or the real name) and what is asked.
-    case node(String, NodeResource)
     /// `/_scheduler/...`
     case scheduler(SchedulerResource)
 
@@ -22,6 +20,8 @@ public enum Endpoint: Sendable, Equatable {
         case documents(DatabaseName?)
         case document(DatabaseName, DocumentID)
     }
+    /// `/_node/{node}/...`: the node name as written (`_local` or the real name) and what is asked.
+    case node(String, NodeResource)
 
     public enum ServerResource: String, Sendable, CaseIterable {
         case root = ""
@@ -123,13 +123,13 @@ public enum Endpoint: Sendable, Equatable {
             self = .server(resource)
             return
         }
+        if decoded[0] == "_scheduler" {
+            self = .scheduler(try Self.schedulerResource(Array(decoded.dropFirst())))
+            return
+        }
         if decoded[0] == "_node" {
             guard decoded.count > 1 else { throw CouchError.badRequest("Incomplete path to _node request") }
             self = .node(decoded[1], try NodeResource(decoded.dropFirst(2)))
-            return
-        }
-        if decoded[0] == "_scheduler" {
-            self = .scheduler(try Self.schedulerResource(Array(decoded.dropFirst())))
             return
         }
         let database = try DatabaseName(decoded[0])
@@ -201,7 +201,6 @@ public enum Endpoint: Sendable, Equatable {
         case .document(_, let id): id.isLocal ? .localDocument : .document
         case .attachment: .attachment
         case .designResource: .designResource
-        case .node(_, let resource): .node(resource.route)
         case .scheduler(let resource):
             switch resource {
             case .jobs: .scheduler(.jobs)
@@ -209,12 +208,13 @@ public enum Endpoint: Sendable, Equatable {
             case .documents: .scheduler(.documents)
             case .document: .scheduler(.document)
             }
+        case .node(_, let resource): .node(resource.route)
         }
     }
 
     public var databaseName: DatabaseName? {
         switch self {
-        case .server, .node, .scheduler: nil
+        case .server, .scheduler, .node: nil
         case .database(let name), .databaseResource(let name, _), .document(let name, _),
              .attachment(let name, _, _), .designResource(let name, _, _): name
         }
@@ -230,10 +230,10 @@ enum RouteKey: Hashable, Sendable {
     case localDocument
     case attachment
     case designResource
-    case node(Endpoint.NodeRoute)
     case scheduler(SchedulerRoute)
 
     enum SchedulerRoute: Hashable, Sendable {
         case jobs, job, documents, document
     }
+    case node(Endpoint.NodeRoute)
 }

@@ -18,6 +18,11 @@ public struct ListenerConfiguration: Sendable {
     public var maximumURLLength = 16 * 1024
     /// Request headers, names and values together; larger ones answer 431.
     public var maximumHeaderSize = 16 * 1024
+    /// Seconds a new connection has to send its first request's head, however it trickles.
+    public var headerTimeoutSeconds = 30.0
+    /// Connections one client address may hold; nil: a quarter of `connectionLimit`, or all of it
+    /// when bound to loopback (where every client has the same address).
+    public var maximumConnectionsPerAddress: Int?
     public init() {}
 }
 
@@ -31,6 +36,30 @@ public final class Listener: @unchecked Sendable {
     let logger = Logger(label: "couchette.http")
     private let streamsLock = NSLock()
     private var streams: [ObjectIdentifier: StreamConnection] = [:]
+    /// Set by `stop`: a stream that starts after it (a kept-alive connection's next request)
+    /// ends at once, since libmicrohttpd aborts when it stops with a suspended connection.
+    private var stopping = false
+    private var acceptor: Acceptor?
+    /// Suspended feeds whose client hangs up are resumed, so that their connection closes.
+    private(set) var hangups: HangupWatcher?
+    private let connectionsLock = NSLock()
+    private var connectionCount = 0
+    private var connectionsByAddress: [UInt32: Int] = [:]
+
+    /// Connections libmicrohttpd holds now (change feeds waiting included).
+    public var openConnectionCount: Int { connectionsLock.withLock { connectionCount } }
+
+    func openConnections(from address: UInt32) -> Int {
+        connectionsLock.withLock { connectionsByAddress[address, default: 0] }
+    }
+
+    fileprivate func connectionOpened(_ opened: Bool, address: UInt32) {
+        connectionsLock.withLock {
+            connectionCount += opened ? 1 : -1
+            let count = connectionsByAddress[address, default: 0] + (opened ? 1 : -1)
+            connectionsByAddress[address] = count > 0 ? count : nil
+        }
+    }
 
     public init(configuration: ListenerConfiguration, handler: RequestHandler) {
         self.configuration = configuration
@@ -51,7 +80,9 @@ public final class Listener: @unchecked Sendable {
             | MHD_ALLOW_SUSPEND_RESUME.rawValue | MHD_USE_TURBO.rawValue
             // Couchette writes Date itself, after the response's own headers: some clients
             // (python-couchdb) read a login's cookie from the first header, as CouchDB sends it.
-            | MHD_USE_SUPPRESS_DATE_NO_CLOCK.rawValue)
+            | MHD_USE_SUPPRESS_DATE_NO_CLOCK.rawValue
+            // Connections come from the `Acceptor`, once their first request's head is in.
+            | MHD_USE_NO_LISTEN_SOCKET.rawValue)
         options.port = UInt16(configuration.port)
         options.bind_address = address.s_addr
         options.thread_pool_size = UInt32(configuration.threadCount)
@@ -63,21 +94,53 @@ public final class Listener: @unchecked Sendable {
         options.connection_memory_limit = max(64 * 1024,
                                               configuration.maximumURLLength + configuration.maximumHeaderSize + 16 * 1024)
         let context = Unmanaged.passUnretained(self).toOpaque()
-        guard let daemon = couchette_mhd_start(&options, accessHandler, context, requestCompleted, context) else {
+        guard let daemon = couchette_mhd_start(&options, accessHandler, context, requestCompleted, context,
+                                               connectionNotified, context) else {
+            throw CouchError.internalError("cannot start the HTTP daemon")
+        }
+        let limits = Acceptor.Limits(headerDeadlineSeconds: configuration.headerTimeoutSeconds,
+                                     maximumURLLength: configuration.maximumURLLength,
+                                     maximumHeaderSize: configuration.maximumHeaderSize,
+                                     connectionLimit: configuration.connectionLimit,
+                                     connectionsPerAddress: configuration.maximumConnectionsPerAddress
+                                         ?? (address.s_addr & 0xff == 127 ? configuration.connectionLimit
+                                                                         : max(16, configuration.connectionLimit / 4)))
+        let acceptor: Acceptor
+        do {
+            acceptor = try Acceptor(bindAddress: address, port: configuration.port, limits: limits,
+                                    openConnections: { [unowned self] in openConnectionCount },
+                                    openConnectionsFrom: { [unowned self] in openConnections(from: $0) }) { descriptor, peer in
+                var peer = peer
+                _ = withUnsafePointer(to: &peer) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                        MHD_add_connection(daemon, descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                    }
+                }
+            }
+        } catch {
+            MHD_stop_daemon(daemon)
             throw CouchError.internalError("cannot listen on \(configuration.bindAddress):\(configuration.port)")
         }
         self.daemon = daemon
-        port = Int(couchette_mhd_bound_port(daemon))
+        self.acceptor = acceptor
+        hangups = HangupWatcher()
+        port = acceptor.port
+        acceptor.start()
     }
 
     public func stop() {
         guard let daemon else { return }
+        acceptor?.stop()
+        acceptor = nil
         // Suspended connections must be resumed before the daemon stops.
         streamsLock.lock()
+        stopping = true
         let open = Array(streams.values)
         streamsLock.unlock()
         open.forEach { $0.finish() }
         MHD_stop_daemon(daemon)
+        hangups?.stop()
+        hangups = nil
         self.daemon = nil
     }
 
@@ -91,7 +154,9 @@ public final class Listener: @unchecked Sendable {
     func register(_ stream: StreamConnection) {
         streamsLock.lock()
         streams[ObjectIdentifier(stream)] = stream
+        let isStopping = stopping
         streamsLock.unlock()
+        if isStopping { stream.finish() }
     }
 
     func unregister(_ stream: StreamConnection) {
@@ -149,6 +214,7 @@ public final class Listener: @unchecked Sendable {
 
     /// A request over the header or body limits.
     private func refusal(_ state: RequestState, adding count: Int) -> CouchError? {
+        if let framing = state.framingError { return framing }
         if state.headerBytes > configuration.maximumHeaderSize {
             return CouchError(.headerTooLarge, "Request headers are too large")
         }
@@ -219,6 +285,8 @@ final class RequestState {
     private(set) var sink: RequestBodySink?
     var sinkError: Error?
     var rejected = false
+    /// Ambiguous body framing (a request-smuggling attempt): refused before the body is read.
+    private(set) var framingError: CouchError?
     var responded = false
     /// Bytes of the request's header lines, as received.
     private(set) var headerBytes = 0
@@ -238,6 +306,15 @@ final class RequestState {
         let limit = sink == nil ? listener.configuration.maximumBodySize : listener.configuration.maximumUploadSize
         if let length = headers["content-length"].flatMap(Int.init), length > limit {
             rejected = true
+        }
+        // Repeated headers arrive joined by ", ". Two different lengths, or a length beside
+        // a transfer coding, could frame the body differently for a proxy in front of us.
+        if let lengths = headers["content-length"] {
+            if Set(lengths.split(separator: ",").map { $0.trimmingWhitespace() }).count > 1 {
+                framingError = CouchError.badRequest("Conflicting Content-Length headers")
+            } else if headers["transfer-encoding"] != nil {
+                framingError = CouchError.badRequest("Content-Length and Transfer-Encoding must not both be given")
+            }
         }
     }
 
@@ -272,6 +349,7 @@ final class RequestState {
 final class StreamConnection: @unchecked Sendable {
     let stream: ResponseStream
     private let connection: OpaquePointer
+    private let descriptor: Int32
     private let lock = NSLock()
     private var suspended = false
     private var wakePending = false
@@ -283,6 +361,7 @@ final class StreamConnection: @unchecked Sendable {
         self.stream = stream
         self.connection = connection
         self.listener = listener
+        descriptor = couchette_mhd_connection_fd(connection)
     }
 
     func begin() {
@@ -308,6 +387,7 @@ final class StreamConnection: @unchecked Sendable {
             if wakePending || finished { return 0 }
             suspended = true
             MHD_suspend_connection(connection)
+            listener?.hangups?.watch(descriptor) { [weak self] in self?.finish() }
             return 0
         }
     }
@@ -317,6 +397,7 @@ final class StreamConnection: @unchecked Sendable {
         defer { lock.unlock() }
         if suspended && !closed {
             suspended = false
+            listener?.hangups?.unwatch(descriptor)
             MHD_resume_connection(connection)
         } else {
             wakePending = true
@@ -335,6 +416,7 @@ final class StreamConnection: @unchecked Sendable {
         lock.lock()
         closed = true
         lock.unlock()
+        listener?.hangups?.unwatch(descriptor)
         stream.close()
     }
 }
@@ -361,6 +443,14 @@ private let requestCompleted: MHD_RequestCompletedCallback = { context, _, state
     let listener = Unmanaged<Listener>.fromOpaque(context).takeUnretainedValue()
     listener.completed(state: raw)
     state?.pointee = nil
+}
+
+private let connectionNotified: MHD_NotifyConnectionCallback = { context, connection, _, code in
+    guard let context else { return }
+    let listener = Unmanaged<Listener>.fromOpaque(context).takeUnretainedValue()
+    guard let connection else { return }
+    listener.connectionOpened(code.rawValue == 0,   // MHD_CONNECTION_NOTIFY_STARTED
+                              address: couchette_mhd_connection_ipv4(connection))
 }
 
 private let collectHeader: MHD_KeyValueIterator = { context, _, key, value in

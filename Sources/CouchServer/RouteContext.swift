@@ -35,9 +35,9 @@ public struct RouteContext: Sendable {
     public func jsonBody() throws(CouchError) -> JSONValue {
         guard !request.body.isEmpty else { throw CouchError(.badRequest, "Request body must be a JSON object") }
         do {
-            return try JSONValue.parse(request.body)
+            return try JSONValue.parse(request.body, maximumDepth: JSONDepth.maximumParsed)
         } catch {
-            throw CouchError(.badRequest, "invalid UTF-8 JSON")
+            throw CouchError(.badRequest, error.message == "nesting too deep" ? JSONDepth.bodyReason : "invalid UTF-8 JSON")
         }
     }
 

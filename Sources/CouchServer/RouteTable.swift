@@ -17,6 +17,10 @@ enum RouteTable {
         .server(.session): [.GET: SessionRoutes.getSession, .POST: SessionRoutes.postSession, .DELETE: SessionRoutes.deleteSession],
         .server(.replicate): [.POST: ReplicateRoute.postReplicate],
         .server(.activeTasks): [.GET: ActiveTasksRoute.getActiveTasks],
+        .scheduler(.jobs): [.GET: SchedulerRoutes.getJobs],
+        .scheduler(.job): [.GET: SchedulerRoutes.getJob],
+        .scheduler(.documents): [.GET: SchedulerRoutes.getDocuments],
+        .scheduler(.document): [.GET: SchedulerRoutes.getDocument],
         .server(.membership): [.GET: ServerRoutes.getMembership],
         .server(.databasesInfo): [.GET: DatabasesInfoRoute.getDatabasesInfo, .POST: DatabasesInfoRoute.postDatabasesInfo],
         .server(.databaseUpdates): [.GET: DatabaseUpdatesRoute.getDatabaseUpdates],
@@ -36,10 +40,6 @@ enum RouteTable {
         .node(.versions): [.GET: NodeStatisticsRoutes.getVersions],
         .node(.prometheus): [.GET: NodeStatisticsRoutes.getPrometheus],
 
-        .scheduler(.jobs): [.GET: SchedulerRoutes.getJobs],
-        .scheduler(.job): [.GET: SchedulerRoutes.getJob],
-        .scheduler(.documents): [.GET: SchedulerRoutes.getDocuments],
-        .scheduler(.document): [.GET: SchedulerRoutes.getDocument],
 
         .database: [
             .GET: DatabaseRoutes.getDatabase,

@@ -40,11 +40,20 @@ extension Database {
                     continue
                 }
                 let encoding = meta["encoding"]?.stringValue
+                // A content type with control characters (CR/LF) could not be sent back as a header.
+                if let contentType = meta["content_type"]?.stringValue,
+                   contentType.utf8.contains(where: { $0 < 0x20 || $0 == 0x7f }) {
+                    throw CouchError.badRequest("Invalid content_type for attachment \(name)")
+                }
                 let blob: StagedBlob
                 var trustsDigest = false
                 if let data = meta["data"]?.stringValue {
                     guard let bytes = Base64.decode(data) else {
                         throw CouchError.badRequest("Invalid attachment data for \(name)")
+                    }
+                    // Stored as sent and decompressed for clients later: it must be gzip indeed.
+                    if encoding == "gzip", !Gzip.isValid(bytes) {
+                        throw CouchError.badRequest("Attachment \(name) is not valid gzip data")
                     }
                     blob = try self.attachments.ingest(bytes)
                     staged.append(blob)

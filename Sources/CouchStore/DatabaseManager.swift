@@ -38,7 +38,9 @@ public final class DatabaseManager: @unchecked Sendable {
     public init(directory: String) throws {
         self.directory = directory
         do {
-            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            // Owner only: the databases hold `_users`' password hashes.
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true,
+                                                    attributes: [.posixPermissions: 0o700])
         } catch {
             throw CouchError.internalError("cannot create data directory \(directory)")
         }
@@ -63,6 +65,7 @@ public final class DatabaseManager: @unchecked Sendable {
             counter.add(last.exchange(sequence))
             updates.record(.updated, name)
         }
+        database.validator = installedValidator
         open[database.name] = database
         return database
     }
@@ -107,7 +110,6 @@ public final class DatabaseManager: @unchecked Sendable {
             lock.unlock()
             throw error
         }
-        database.validator = installedValidator
         let observers = creationObservers
         lock.unlock()
         logger.info("created database \(name)")
@@ -123,9 +125,7 @@ public final class DatabaseManager: @unchecked Sendable {
         if let database = open[name] { return database }
         let path = path(for: name)
         guard FileManager.default.fileExists(atPath: path) else { throw CouchError.databaseMissing }
-        let database = opened(try Database(name: name, path: path, create: false))
-        database.validator = installedValidator
-        return database
+        return opened(try Database(name: name, path: path, create: false))
     }
 
     public func delete(_ name: DatabaseName) throws {

@@ -61,6 +61,8 @@ final class Transfer: @unchecked Sendable {
 
     private func configure(_ request: HTTPClient.Request, _ configuration: HTTPClientConfiguration) {
         _ = couchette_curl_set_string(easy, CURLOPT_URL, request.url)
+        // Document IDs "." and ".." are path segments of their own, not directions to libcurl.
+        _ = couchette_curl_set_long(easy, CURLOPT_PATH_AS_IS, 1)
         _ = couchette_curl_set_long(easy, CURLOPT_NOSIGNAL, 1)
         _ = couchette_curl_set_long(easy, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1)
         _ = couchette_curl_set_long(easy, CURLOPT_CONNECTTIMEOUT_MS, configuration.connectTimeoutMilliseconds)

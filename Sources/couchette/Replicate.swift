@@ -1,5 +1,6 @@
 import ArgumentParser
 import CouchCore
+import CouchFunctions
 import CouchReplication
 import CouchStore
 import Dispatch
@@ -119,16 +120,10 @@ struct Replicate: ParsableCommand {
                 finished.signal()
             }
         }
-        for number in [SIGINT, SIGTERM] {
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler {
-                FileHandle.standardError.write(Data("\nstopping after a last checkpoint...\n".utf8))
-                outcomeBox.job?.cancel()
-                if outcomeBox.job == nil { Foundation.exit(130) }
-            }
-            source.resume()
-            Self.signalSources.append(source)
+        ShutdownSignals.onSignal { _ in
+            FileHandle.standardError.write(Data("\nstopping after a last checkpoint...\n".utf8))
+            outcomeBox.job?.cancel()
+            if outcomeBox.job == nil { Foundation.exit(130) }
         }
         while finished.wait(timeout: .now() + .milliseconds(showProgress ? 200 : 1000)) == .timedOut {
             if showProgress, let status = outcomeBox.job?.status { ProgressBar.draw(status, since: started) }
@@ -152,7 +147,6 @@ struct Replicate: ParsableCommand {
         }
     }
 
-    nonisolated(unsafe) private static var signalSources: [DispatchSourceSignal] = []
 
     /// Local databases when a name is given (or the data directory exists); the server
     /// UUID that enters the replication ID comes from there too, so that a later run
@@ -161,7 +155,8 @@ struct Replicate: ParsableCommand {
         let usesLocal = [settings.source, settings.target].contains { if case .local = $0 { true } else { false } }
         if usesLocal || FileManager.default.fileExists(atPath: dataDirectory) {
             let databases = try DatabaseManager(directory: dataDirectory)
-            return ReplicationManager(serverUUID: databases.serverUUID, databases: databases)
+            return ReplicationManager(serverUUID: databases.serverUUID, databases: databases,
+                                      functions: FunctionRuntime())
         }
         let host = ProcessInfo.processInfo.hostName
         return ReplicationManager(serverUUID: Digest.hex(Digest.md5(Array("couchette-cli:\(host)".utf8))), databases: nil)

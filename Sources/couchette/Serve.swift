@@ -11,7 +11,10 @@ struct Serve: ParsableCommand {
         discussion: """
             With no server admin, every client is an admin (CouchDB's "admin party"): allowed on \
             127.0.0.1 only. Admins given with --admin or in --config are stored hashed (PBKDF2-SHA256) \
-            in the data directory and need not be given again.
+            in the data directory and need not be given again. So that no password shows in the \
+            process list, admins may also come from the COUCHETTE_ADMIN environment variable \
+            (NAME:PASSWORD) or from --admin-file (one NAME:PASSWORD per line).
+            The data directory and every file in it are created readable by their owner only.
 
             Configuration, strongest first: these options; COUCHETTE_<SECTION>__<KEY> environment \
             variables (COUCHETTE_COUCHDB__MAX_DOCUMENT_SIZE=1000000, COUCHETTE_ADMINS__alice=secret); \
@@ -41,6 +44,10 @@ struct Serve: ParsableCommand {
     @Option(name: .customLong("admin"), parsing: .singleValue,
             help: "A server admin, NAME:PASSWORD; repeatable. Stored hashed; the password is never logged.")
     var admins: [String] = []
+
+    @Option(name: .customLong("admin-file"),
+            help: "A file of server admins, one NAME:PASSWORD per line (keeps passwords out of the process list).")
+    var adminFile: String?
 
     @Option(name: .customLong("cors-origins"),
             help: "Comma-separated origins allowed to call from a browser (https://example.com), or *. CORS is off by default.")
@@ -82,14 +89,18 @@ struct Serve: ParsableCommand {
     func run() throws {
         StandardErrorLogging.bootstrap(level: logLevel.flatMap(LogLevelControl.level(named:)) ?? .info)
         let logger = Logger(label: "couchette")
-        let configuration = try serverConfiguration(logger: logger)
+        // Databases, blobs and _users' password hashes are for this user's eyes only.
+        umask(0o077)
+        var configuration = try serverConfiguration(logger: logger)
+        DescriptorLimit.apply(to: &configuration.listener, logger: logger)
         let databases = try DatabaseManager(directory: dataDirectory)
         let server = try CouchServer(databases: databases, configuration: configuration)
         if server.isAdminParty {
             logger.warning("""
                 NO SERVER ADMIN IS CONFIGURED: every client is an admin (CouchDB's "admin party"). \
                 Allowed only because Couchette listens on \(server.configuration.listener.bindAddress); \
-                create an admin with --admin NAME:PASSWORD.
+                any program on this machine, and \(server.configuration.cors.originsDescription), may read and \
+                write every database. Create an admin with --admin NAME:PASSWORD.
                 """)
         }
         // The listener takes what is in force, `local.ini` included.
@@ -108,6 +119,28 @@ struct Serve: ParsableCommand {
         FileHandle.standardOutput.write(Data(banner.utf8))
         logger.info("listening on \(address):\(listener.port)")
         dispatchMain()
+    }
+
+    /// `COUCHETTE_ADMIN` and `--admin-file`: admins whose passwords never appear in `/proc/PID/cmdline`.
+    private func environmentAndFileAdmins() throws -> [AdminEntry] {
+        var lines: [(String, String)] = []
+        if let value = ProcessInfo.processInfo.environment["COUCHETTE_ADMIN"], !value.isEmpty {
+            lines.append(("COUCHETTE_ADMIN", value))
+        }
+        if let adminFile {
+            guard let text = try? String(contentsOfFile: adminFile, encoding: .utf8) else {
+                throw ValidationError("cannot read --admin-file \(adminFile)")
+            }
+            for (number, line) in text.split(separator: "\n").enumerated() {
+                let trimmed = line.trimmingCharacters(in: .whitespaces)
+                if !trimmed.isEmpty, !trimmed.hasPrefix("#") { lines.append(("\(adminFile) line \(number + 1)", trimmed)) }
+            }
+        }
+        return try lines.map { origin, value in
+            // Never echo the value: it holds a password.
+            guard let entry = AdminEntry(commandLine: value) else { throw ValidationError("\(origin) must be NAME:PASSWORD") }
+            return entry
+        }
     }
 
     /// Defaults, then the configuration file, then `COUCHETTE_*` variables, then
@@ -144,7 +177,7 @@ struct Serve: ParsableCommand {
         if let port { configuration.listener.port = port }
         if let bind { configuration.listener.bindAddress = bind }
         if let threads { configuration.listener.threadCount = threads }
-        configuration.authentication.admins += admins.compactMap(AdminEntry.init(commandLine:))
+        configuration.authentication.admins += try environmentAndFileAdmins() + admins.compactMap(AdminEntry.init(commandLine:))
         if let corsOrigins {
             configuration.cors.origins = corsOrigins.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
                 .filter { !$0.isEmpty }

@@ -47,3 +47,24 @@ import Testing
         #expect(try #require(RevisionID("1-0000000000000000000000000000000f")) < RevisionID("1-a")!)
     }
 }
+
+@Suite struct UpdateSequenceTests {
+    @Test func writesCouchDBsFormAndReadsEveryForm() throws {
+        // [{nonode@nohost, [0, 4294967295], {250, <<>>, nonode@nohost}}] in base64url, no padding.
+        let text = UpdateSequence(250).description
+        #expect(text == "250-g2wAAAABaANkAA1ub25vZGVAbm9ob3N0bAAAAAJhAG4EAP____9qaANh-m0AAAAAZAANbm9ub2RlQG5vaG9zdGo")
+        #expect(UpdateSequence(70_000).description.hasPrefix("70000-g2wAAAABaANkAA1ub25vZGVAbm9ob3N0"))
+        var json: [UInt8] = []
+        UpdateSequence(3).appendJSON(to: &json)
+        #expect(try JSONValue.parse(json) == UpdateSequence(3).json)
+        for (raw, number) in [(text, 250), ("\"" + text + "\"", 250), ("12", 12), ("0", 0),
+                              ("57-g1AAAAFTeJzLYWBgYMlgTmFQSElKzi9KdUhJMtbLTS3KLElMytFLzskvTUnNSy0uyi8", 57)] {
+            #expect(UpdateSequence(parsing: raw)?.number == number, "\(raw)")
+        }
+        for raw in ["", "abc", "-1", "12x", "99999999999999999999"] {
+            #expect(UpdateSequence(parsing: raw) == nil, "\(raw)")
+        }
+        #expect(UpdateSequence(json: 7)?.number == 7)
+        #expect(UpdateSequence(json: "7-x")?.number == 7)
+    }
+}

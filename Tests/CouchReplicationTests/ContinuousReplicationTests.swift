@@ -108,7 +108,7 @@ import Testing
         // Cancelling what is not running is CouchDB's 404.
         (status, answer) = try await a.replicate(["replication_id": JSONValue(jobID), "cancel": true])
         #expect(status == 404)
-        #expect(answer == ["error": "not found"])
+        #expect(answer == ["error": "not_found", "reason": "missing"])
         // Cancel with the same body as the start.
         _ = try await a.replicate(body)
         var cancelBody = body.objectValue!

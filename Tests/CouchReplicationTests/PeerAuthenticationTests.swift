@@ -58,12 +58,19 @@ import Testing
             server = try LoopbackHTTPServer { [unowned self] request in self.answer(request) }
         }
 
+        /// Logins answered 503 before one succeeds.
+        var failingLogins = 0
+
         func invalidate() { lock.withLock { valid = nil } }
 
         func answer(_ request: LoopbackHTTPServer.Request) -> LoopbackHTTPServer.Action {
             lock.lock()
             defer { lock.unlock() }
             if request.path == "/_session" {
+                if failingLogins > 0 {
+                    failingLogins -= 1
+                    return .respond(.json(503, ["error": "service_unavailable", "reason": "try again"]))
+                }
                 guard request.method == "POST", request.header("content-type") == "application/x-www-form-urlencoded",
                       String(decoding: request.body, as: UTF8.self) == "name=u&password=p%40ss" else {
                     return .respond(.json(401, ["error": "unauthorized", "reason": "Name or password is incorrect."]))
@@ -118,6 +125,22 @@ import Testing
         _ = try await endpoint.info()
         #expect(peer.server.requests.filter { $0.path == "/_session" }.count == 4)
         #expect(peer.server.requests.last?.header("cookie") == "AuthSession=tok4")
+    }
+
+    @Test func aLoginThatFailsOnceIsRetried() async throws {
+        let peer = try SessionPeer()
+        defer { peer.server.stop() }
+        peer.lock.withLock { peer.failingLogins = 2 }
+        let url = "http://u:p%40ss@127.0.0.1:\(peer.server.port)/db"
+        guard case .remote(let remote) = try ReplicationPeer(json: ["url": JSONValue(url)], role: "source") else { return }
+        let endpoint = RemoteEndpoint(peer: remote, client: HTTPClient(), retries: 3)
+        #expect(try await endpoint.info().updateSequence == SourceSequence(0))
+        #expect(peer.server.requests.filter { $0.path == "/_session" }.count == 3)
+        // With no retries left, the failure is reported, not swallowed.
+        peer.lock.withLock { peer.failingLogins = 5 }
+        peer.invalidate()
+        let impatient = RemoteEndpoint(peer: remote, client: HTTPClient(), retries: 1)
+        await #expect(throws: ReplicationError.self) { _ = try await impatient.info() }
     }
 
     @Test func aPeerWithoutSessionsGetsBasicAuthentication() async throws {

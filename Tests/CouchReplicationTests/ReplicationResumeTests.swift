@@ -78,6 +78,8 @@ import Testing
             let status = try await a.call("GET", "/_active_tasks").json[0]?["status"]
             return status == "crashing" || status == "offline"
         })
+        // The status shows the first failed request; wait for the session itself to fail.
+        #expect(try await eventually { a.replications.replications.first?.consecutiveFailures ?? 0 > 0 })
         let restarted = try TestServer(directory: directory) { $0.port = port }
         defer { restarted.stop() }
         let result = try await replication.value.json

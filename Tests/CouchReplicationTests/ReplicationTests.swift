@@ -259,10 +259,10 @@ import Testing
         defer { a.stop(); b.stop() }
         try await a.call("PUT", "/target")
         var (status, result) = try await a.replicate(["source": "nosuch", "target": "target"])
-        #expect(status == 500)
+        #expect(status == 404)
         #expect(result == ["error": "db_not_found", "reason": "could not open nosuch"])
         (status, result) = try await a.replicate(["source": "target", "target": "nosuch"])
-        #expect(status == 500)
+        #expect(status == 404)
         #expect(result["error"] == "db_not_found")
         // A remote source: the answer comes when the replication has failed.
         (status, result) = try await a.replicate(["source": JSONValue("http://127.0.0.1:\(b.port)/nosuch"), "target": "target"])

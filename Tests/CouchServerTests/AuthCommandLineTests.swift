@@ -113,6 +113,19 @@ import Testing
         party.stop()
         #expect(party.logs.contains("warning"))
         #expect(party.logs.contains("NO SERVER ADMIN IS CONFIGURED"))
+        #expect(party.logs.contains("no web page (CORS is off)"))
+
+        // With CORS for every origin and credentials (accepted, as CouchDB accepts it), the
+        // warning says that any page may write.
+        let browser = try Subprocess(["serve", "--port", "0", "--data-dir", directory + "/data3",
+                                      "--cors-origins", "*", "--cors-credentials"], directory: directory)
+        try browser.waitUntilListening()
+        let page = "http://localhost:8000"
+        let answer = try httpRequest(port: browser.port, "GET", "/", headers: [("Origin", page)])
+        browser.stop()
+        #expect(answer.header("Access-Control-Allow-Origin") == page)
+        #expect(answer.header("Access-Control-Allow-Credentials") == "true")
+        #expect(browser.logs.contains("pages from any origin (with credentials), may read and write every database"))
 
         let exposed = try Subprocess(["serve", "--port", "0", "--bind", "0.0.0.0", "--data-dir", directory + "/data2"],
                                      directory: directory)

@@ -72,12 +72,43 @@ import Testing
         #expect(response.header("Access-Control-Allow-Origin") == Self.evil)
         #expect(response.header("Access-Control-Allow-Credentials") == nil)
 
-        // CouchDB's documentation: origins = * and credentials = true cannot be set together.
+    }
+
+    /// `origins = *` with `credentials = true`, as CouchDB's `chttpd_cors` accepts it (the usual
+    /// PouchDB-in-a-browser set-up): each page's own origin is echoed with credentials, never `*`.
+    @Test func anyOriginWithCredentialsEchoesTheOrigin() throws {
+        var configuration = ServerConfiguration.testing()
+        configuration.cors.origins = ["*"]
         configuration.cors.credentials = true
-        let directory = TestServer.makeTemporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        #expect(throws: ConfigurationError.self) {
-            _ = try CouchServer(databases: try DatabaseManager(directory: directory), configuration: configuration)
+        let server = try TestServer(configuration: configuration)
+        defer { server.stop() }
+        let page = "http://localhost:8000"
+        let response = try server.request("GET", "/", headers: [("Origin", page)])
+        #expect(response.header("Access-Control-Allow-Origin") == page)
+        #expect(response.header("Access-Control-Allow-Credentials") == "true")
+        let preflight = try server.request("OPTIONS", "/db/doc", headers: [
+            ("Origin", page), ("Access-Control-Request-Method", "PUT"), ("Access-Control-Request-Headers", "content-type"),
+        ])
+        #expect(preflight.status == 204)
+        #expect(preflight.header("Access-Control-Allow-Origin") == page)
+        #expect(preflight.header("Access-Control-Allow-Credentials") == "true")
+        // The literal origin "*" never gets credentials.
+        let literal = try server.request("GET", "/", headers: [("Origin", "*")])
+        #expect(literal.header("Access-Control-Allow-Origin") != "*" || literal.header("Access-Control-Allow-Credentials") == nil)
+    }
+
+    @Test func originPatternsMatchPortsAndLabelsOnly() throws {
+        var configuration = ServerConfiguration.testing()
+        configuration.cors.origins = ["http://localhost:*", "https://*.example.com"]
+        let server = try TestServer(configuration: configuration)
+        defer { server.stop() }
+        for origin in ["http://localhost:5173", "http://localhost:8080", "https://app.example.com"] {
+            #expect(try server.request("GET", "/", headers: [("Origin", origin)]).header("Access-Control-Allow-Origin") == origin)
+        }
+        for origin in ["http://localhost", "http://localhost:80.evil.example", "https://localhost:5173",
+                       "https://a.b.example.com", "https://example.com", "http://evil.example"] {
+            #expect(try server.request("GET", "/", headers: [("Origin", origin)]).header("Access-Control-Allow-Origin") == nil,
+                    "\(origin)")
         }
     }
 

@@ -11,7 +11,9 @@ import Testing
     /// The binary on a fresh data directory, with a few helpers for these tests.
     final class Target: @unchecked Sendable {
         let process: ServerProcess
-        init(arguments: [String] = []) throws { process = try ServerProcess(arguments: arguments) }
+        init(arguments: [String] = [], directory: String? = nil, environment: [String: String] = [:]) throws {
+            process = try ServerProcess(arguments: arguments, directory: directory, environment: environment)
+        }
         deinit { process.stop() }
 
         func request(_ method: String, _ path: String, headers: [(String, String)] = [],

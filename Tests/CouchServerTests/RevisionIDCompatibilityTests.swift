@@ -44,6 +44,15 @@ import Testing
         let withAttachments = #"{"k":"v","_attachments":{"a.bin":{"data":"\#(hello)"},"#
             + #""b.png":{"content_type":"image/png","data":"\#(png)"}}}"#
         #expect(try server.put("db", "atts", withAttachments) == "1-abca4bcb25b6b8d9b39e5c4d4578c3d6")
+        // Standalone attachments: a new one goes first in the document's list (so last in the hash).
+        let octets = [("Content-Type", "application/octet-stream")]
+        let blob = try server.json("PUT", "/db/files/blob.bin", headers: octets, body: "hello")
+        #expect(blob.json["rev"] == "1-36c494bb15d09a1c2af9dab7718a3b8a")
+        let image = try server.request("PUT", "/db/files/img.png?rev=1-36c494bb15d09a1c2af9dab7718a3b8a",
+                                       headers: [("Content-Type", "image/png")], body: "PNG!")
+        #expect(try JSONValue.parse(image.body)["rev"] == "2-2c8b5d1b0aa5950998e2fa0cb5da84b6")
+        let removed = try server.json("DELETE", "/db/files/blob.bin?rev=2-2c8b5d1b0aa5950998e2fa0cb5da84b6")
+        #expect(removed.json["rev"] == "3-1efa1da1513525cda31d4200c3abd25d")
         // A parent whose digest is not hex is hashed as its text.
         let (replicated, _) = try server.json("PUT", "/db/nonhex?new_edits=false", body: #"{"_rev":"1-abc","v":"w"}"#)
         #expect(replicated == 201)

@@ -125,6 +125,38 @@ import Testing
         #expect(try open.server.json("GET", "/fresh/_security", headers: [open.admin]).json == [:])
     }
 
+    /// `[couchdb] default_security` as CouchDB 3 reads it: written into a database when it is
+    /// created, so a later change of the setting leaves existing databases as they were.
+    @Test func defaultSecurityIsFixedAtCreation() throws {
+        var adminOnly = ServerConfiguration.testing(admins: ["admin": "pw"])
+        try adminOnly.apply(ConfigurationFile(text: "[couchdb]\ndefault_security = admin_only\n"))
+        let directory = TestServer.makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let admin = basicAuthorization("admin", "pw")
+        let first = try TestServer(directory: directory, configuration: adminOnly)
+        #expect(try first.request("PUT", "/before", headers: [admin]).status == 201)
+        let replication = try first.json("POST", "/_replicate", headers: [admin],
+                                         body: #"{"source":"before","target":"made","create_target":true}"#)
+        #expect(replication.json["ok"] == true, "\(replication.json.serializedString())")
+        first.stop(keepData: true)
+
+        var everyone = ServerConfiguration.testing(admins: ["admin": "pw"])
+        try everyone.apply(ConfigurationFile(text: "[couchdb]\ndefault_security = admin_local\n"))
+        let second = try TestServer(directory: directory, configuration: everyone)
+        defer { second.stop() }
+        #expect(try second.request("PUT", "/after", headers: [admin]).status == 201)
+        #expect(try second.request("GET", "/before").status == 401)
+        #expect(try second.request("GET", "/made").status == 401, "create_target wrote the default too")
+        #expect(try second.json("GET", "/before/_security", headers: [admin]).json
+                == ["members": ["roles": ["_admin"]], "admins": ["roles": ["_admin"]]])
+        #expect(try second.request("GET", "/after").status == 200)
+        #expect(try second.json("GET", "/after/_security", headers: [admin]).json == [:])
+        var bogus = ServerConfiguration()
+        #expect(throws: ConfigurationError.self) {
+            try bogus.apply(ConfigurationFile(text: "[couchdb]\ndefault_security = nobody\n"))
+        }
+    }
+
     @Test func securityObjectsAreValidatedAndRoundTrip() throws {
         let fixture = try SecuredServer()
         for body in [#"[]"#, #"{"admins":[]}"#, #"{"members":{"names":"bob"}}"#, #"{"members":{"roles":[1]}}"#] {

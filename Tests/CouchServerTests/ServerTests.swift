@@ -23,10 +23,10 @@ import Testing
         let server = try TestServer()
         defer { server.stop() }
         for name in ["delta", "alpha", "charlie", "bravo", "a/b"] { try server.createDatabase(name.replacingOccurrences(of: "/", with: "%2F")) }
-        #expect(try server.json("GET", "/_all_dbs").json == ["a/b", "alpha", "bravo", "charlie", "delta"])
+        #expect(try server.json("GET", "/_all_dbs").json == ["_replicator", "a/b", "alpha", "bravo", "charlie", "delta"])
         #expect(try server.json("GET", "/_all_dbs?descending=true&limit=2").json == ["delta", "charlie"])
         #expect(try server.json("GET", "/_all_dbs?startkey=%22b%22&endkey=%22c%22").json == ["bravo"])
-        #expect(try server.json("GET", "/_all_dbs?skip=1&limit=2").json == ["alpha", "bravo"])
+        #expect(try server.json("GET", "/_all_dbs?skip=2&limit=2").json == ["alpha", "bravo"])
     }
 
     @Test func uuidsAreUniqueAndBounded() throws {

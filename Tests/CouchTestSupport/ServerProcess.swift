@@ -10,10 +10,13 @@ public final class ServerProcess: @unchecked Sendable {
     public let errorOutput = Pipe()
 
     /// Starts `couchette serve --port 0` on a fresh data directory and waits for its banner.
-    public init(arguments: [String] = [], directory existing: String? = nil) throws {
+    public init(arguments: [String] = [], directory existing: String? = nil, environment: [String: String] = [:]) throws {
         directory = existing ?? TestServer.makeTemporaryDirectory()
         process.executableURL = ServerProcess.executable
         process.arguments = ["serve", "--port", "0", "--data-dir", directory] + arguments
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        }
         process.standardOutput = output
         process.standardError = errorOutput
         try process.run()

@@ -21,7 +21,14 @@ typedef struct couchette_mhd_options {
 
 struct MHD_Daemon *couchette_mhd_start(const couchette_mhd_options *options,
                                        MHD_AccessHandlerCallback handler, void *handler_context,
-                                       MHD_RequestCompletedCallback completed, void *completed_context);
+                                       MHD_RequestCompletedCallback completed, void *completed_context,
+                                       MHD_NotifyConnectionCallback notify, void *notify_context);
+
+/// A connection's socket (MHD_get_connection_info is variadic).
+int couchette_mhd_connection_fd(struct MHD_Connection *connection);
+
+/// A connection's IPv4 client address (network byte order), 0 if none.
+uint32_t couchette_mhd_connection_ipv4(struct MHD_Connection *connection);
 
 /// The port the daemon actually listens on (useful after binding port 0).
 uint16_t couchette_mhd_bound_port(struct MHD_Daemon *daemon);

@@ -84,6 +84,12 @@ final class AccessControl: Sendable {
         }
     }
 
+    /// A database created here gets the configured default written into it at once, as
+    /// CouchDB writes it at creation: changing `default_security` later leaves it as it is.
+    func secureNewDatabase(_ database: Database) throws {
+        try database.setSecurityObject(securityObject(of: database).json)
+    }
+
     /// `_users` is created when first needed, as CouchDB's auth cache creates it.
     private func ensureUsersDatabase(_ endpoint: Endpoint, method: HTTPMethod?) throws {
         guard endpoint.databaseName == UsersDatabase.name, !databases.exists(UsersDatabase.name) else { return }

@@ -96,12 +96,19 @@ enum AuthorizationPolicy {
             // only admins list or bulk-read the users database.
             case ("_users", .designDocuments), ("_users", .bulkGet):
                 return .serverAdmin
+            // Answers about documents one may not read (`possible_ancestors` tells which
+            // users exist): CouchDB's `_users` is for admins only.
+            case ("_users", .revisionsDifference), ("_users", .missingRevisions):
+                return .serverAdmin
             case ("_users", .security) where method == .PUT && !usersSecurityEditable:
                 return .refused(CouchError(.forbidden, "You can't edit the security object of the user database."))
             default:
                 return base
             }
-        case .server, .database, .databaseResource, .designResource, .node, .scheduler:
+        case .database(let database) where database == UsersDatabase.name && (method == .GET || method == .HEAD):
+            // Its information counts the users (POST, a sign-up, follows the document rules).
+            return .serverAdmin
+        case .server, .database, .databaseResource, .designResource, .scheduler, .node:
             return base
         }
     }

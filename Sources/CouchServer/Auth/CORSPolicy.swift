@@ -8,21 +8,28 @@ import CouchCore
 struct CORSPolicy: Sendable {
     let configuration: CORSConfiguration
     private let origins: Set<String>
+    private let patterns: [OriginPattern]
     private let allowsAnyOrigin: Bool
 
     init(_ configuration: CORSConfiguration) {
         self.configuration = configuration
-        origins = Set(configuration.origins.map { $0.lowercased() })
-        allowsAnyOrigin = configuration.origins.contains("*")
+        let listed = configuration.origins.map { $0.lowercased() }
+        origins = Set(listed.filter { !$0.contains("*") })
+        patterns = listed.filter { $0 != "*" && $0.contains("*") }.map(OriginPattern.init)
+        allowsAnyOrigin = listed.contains("*")
     }
 
     private func allowedOrigin(_ request: HTTPRequest) -> String? {
         guard configuration.isEnabled, let origin = request.header("origin"), !origin.isEmpty else { return nil }
-        guard allowsAnyOrigin || origins.contains(origin.lowercased()) else { return nil }
+        let lower = origin.lowercased()
+        guard allowsAnyOrigin || origins.contains(lower) || patterns.contains(where: { $0.matches(lower) }) else {
+            return nil
+        }
         return origin
     }
 
-    /// CouchDB never allows credentials for the literal origin `*` (`null` pages included).
+    /// As CouchDB's `chttpd_cors`: with `origins = *` and `credentials = true` the request's
+    /// own origin is echoed with `Allow-Credentials: true`; never for the literal origin `*`.
     private func allowsCredentials(for origin: String) -> Bool {
         configuration.credentials && origin != "*"
     }
@@ -61,5 +68,39 @@ struct CORSPolicy: Sendable {
         }
         exposed += ["cache-control"].filter { !exposed.contains($0) }
         response.setHeader("Access-Control-Expose-Headers", (exposed + configuration.exposedHeaders).joined(separator: ", "))
+    }
+}
+
+/// An origin with `*` wildcards (`http://localhost:*`, `https://*.example.com`): each `*`
+/// stands for one run of letters, digits and `-` (a port or a host label), never for `.`, `:`
+/// or `/`, so `http://localhost:*` cannot match `http://localhost.evil.example`.
+struct OriginPattern: Sendable {
+    private let pieces: [Substring]
+
+    init(_ pattern: String) {
+        pieces = pattern.split(separator: "*", omittingEmptySubsequences: false)
+    }
+
+    func matches(_ origin: String) -> Bool {
+        Self.match(pieces[...], Substring(origin))
+    }
+
+    private static func isWildcardCharacter(_ character: Character) -> Bool {
+        character.isASCII && (character.isLetter || character.isNumber || character == "-")
+    }
+
+    private static func match(_ pieces: ArraySlice<Substring>, _ text: Substring) -> Bool {
+        guard let first = pieces.first else { return text.isEmpty }
+        guard text.hasPrefix(first) else { return false }
+        let rest = text.dropFirst(first.count)
+        let remaining = pieces.dropFirst()
+        if remaining.isEmpty { return rest.isEmpty }
+        // A wildcard: try every non-empty run of allowed characters.
+        var end = rest.startIndex
+        while end < rest.endIndex, isWildcardCharacter(rest[end]) {
+            end = rest.index(after: end)
+            if match(remaining, rest[end...]) { return true }
+        }
+        return false
     }
 }

@@ -44,6 +44,12 @@ extension RouteContext {
     /// a request body larger than the limit can hold such a document, so documents from
     /// smaller ones are not measured (streamed `multipart/related` bodies always are).
     private func checkDocumentSizes(_ edits: [DocumentEdit]) throws(CouchError) {
+        // Depth: a document nesting d levels takes at least 2d bytes, so small bodies are not walked.
+        if request.body.count > 2 * JSONDepth.maximumDocument || request.bodySink != nil {
+            for edit in edits where JSONDepth.exceeds(.object(edit.body), limit: JSONDepth.maximumDocument) {
+                throw CouchError(.badRequest, JSONDepth.documentReason)
+            }
+        }
         let limit = server.accessControl.maximumDocumentSize
         guard request.body.count > limit || request.bodySink != nil else { return }
         for edit in edits where JSONValue.object(edit.body).serialized().count > limit {

@@ -166,14 +166,18 @@ final class ChangesFeed: ResponseStream, @unchecked Sendable {
     /// For a normal feed: produces its first output now, so that a filter function that
     /// fails at once answers its error with its status instead of a broken stream.
     func prepare() throws(CouchError) {
-        guard options.feed == .normal else { return }
-        produce()
+        guard options.feed == .normal, options.filter != nil else { return }
+        if !preludeSent { beginResults() }
+        while emitted == 0 && !finished {
+            if !appendBatch() && !finished { endResults() }
+        }
         if let failure, emitted == 0 { throw failure }
     }
 
     /// Ends the feed after what was sent with the error on a line of its own.
     private func endWithFailure(_ error: CouchError) {
-        logger.error("changes feed of \(database.name) stopped: \(error)")
+        // The reason may quote the request (headers, cookies): only the error name is logged.
+        logger.error("changes feed of \(database.name) stopped by its filter function: \(error.error)")
         output.append(UInt8(ascii: "\n"))
         output.append(contentsOf: error.json.serialized())
         output.append(UInt8(ascii: "\n"))

@@ -108,11 +108,19 @@ public struct CORSConfiguration: Sendable {
 
     public var isEnabled: Bool { !origins.isEmpty }
 
-    /// CouchDB's documentation: `origins = *` and `credentials = true` cannot be set together.
+    /// `origins = *` with `credentials = true` is accepted, as CouchDB's `chttpd_cors` accepts
+    /// it (each page's own origin is echoed, never `*`); an empty origin is refused.
     public func validate() throws(ConfigurationError) {
-        if credentials, origins.contains("*") {
-            throw ConfigurationError("CORS: credentials cannot be allowed for every origin (*); list the origins")
+        if origins.contains(where: { $0.allSatisfy { $0 == " " || $0 == "\t" } }) {
+            throw ConfigurationError("CORS: an origin cannot be empty")
         }
+    }
+
+    /// Who may send requests from a browser, in words (for the admin-party warning).
+    public var originsDescription: String {
+        guard isEnabled else { return "no web page (CORS is off)" }
+        if origins.contains("*") { return "pages from any origin" + (credentials ? " (with credentials)" : "") }
+        return "pages from " + origins.joined(separator: ", ")
     }
 }
 
@@ -149,6 +157,8 @@ extension ServerConfiguration {
         if let threads = try int("threads", "couchette") { listener.threadCount = threads }
         if let limit = try int("max_connections", "couchette") { listener.connectionLimit = limit }
         if let seconds = try int("idle_timeout", "couchette") { listener.idleTimeoutSeconds = seconds }
+        if let seconds = try int("header_timeout", "couchette") { listener.headerTimeoutSeconds = Double(max(1, seconds)) }
+        if let count = try int("max_connections_per_address", "couchette") { listener.maximumConnectionsPerAddress = max(1, count) }
         if let size = try int("max_url_length", "couchette") { listener.maximumURLLength = size }
         if let size = try int("max_header_size", "couchette") { listener.maximumHeaderSize = size }
         if let milliseconds = try int("os_process_timeout", "query_server_config") {
@@ -165,8 +175,10 @@ extension ServerConfiguration {
 
         if let text = file.value("default_security", in: "couchdb") {
             switch text {
-            case "admin_only", "admin_local": authentication.defaultSecurity = .adminOnly
-            case "everyone": authentication.defaultSecurity = .everyone
+            // As CouchDB 3 reads it for the (clustered) databases clients see: `admin_local`
+            // restricts only node-local databases, which Couchette does not have.
+            case "admin_only": authentication.defaultSecurity = .adminOnly
+            case "everyone", "admin_local": authentication.defaultSecurity = .everyone
             default: throw ConfigurationError("default_security must be admin_only or everyone, not \"\(text)\"")
             }
         }

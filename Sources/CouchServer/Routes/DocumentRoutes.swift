@@ -137,13 +137,19 @@ enum DocumentRoutes {
         guard let destination = context.request.header("destination") else {
             throw CouchError.badRequest("Destination header is mandatory for COPY.")
         }
-        let parts = destination.split(separator: "?", maxSplits: 1)
+        // CouchDB's parse_copy_destination_header: a relative ID, then `?rev=N-x`; the ID
+        // before `?` may be empty (and is then refused as an ID).
+        if destination.hasPrefix("http://") || destination.hasPrefix("https://") {
+            throw CouchError.badRequest("Destination URL must be relative.")
+        }
+        let parts = destination.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
         guard let rawID = parts.first.flatMap({ PercentDecoding.decode($0, plusIsSpace: false) }) else {
             throw CouchError.badRequest("Invalid Destination header")
         }
         var destinationRevision: RevisionID?
         if parts.count == 2 {
-            guard parts[1].hasPrefix("rev="), let revision = RevisionID(String(parts[1].dropFirst(4))) else {
+            let query = parts[1].split(separator: "=", omittingEmptySubsequences: false)
+            guard query.count == 2, let revision = RevisionID(String(query[1])) else {
                 throw CouchError.badRequest("Invalid rev format")
             }
             destinationRevision = revision

@@ -32,7 +32,11 @@ enum ReplicateRoute {
             }
             return cancelled(manager.cancel(id: id.jobID))
         case .start(let settings):
-            if let missing = missingLocalDatabase(settings, context) { return failure(missing) }
+            if let missing = missingLocalDatabase(settings, context) {
+                var response = HTTPResponse.error(missing)
+                response.status = 404   // CouchDB's status for db_not_found
+                return response
+            }
             if settings.continuous, let id = manager.knownReplicationID(for: settings) {
                 do {
                     _ = try manager.start(settings, id: id)
@@ -46,7 +50,7 @@ enum ReplicateRoute {
     }
 
     private static func cancelled(_ job: Replication?) -> HTTPResponse {
-        guard let job else { return .json(404, ["error": "not found"]) }
+        guard let job else { return .error(CouchError.notFound("missing")) }
         return .json(200, ["ok": true, "_local_id": JSONValue(job.id.jobID)])
     }
 

@@ -1,0 +1,149 @@
+import CouchCore
+import CouchServer
+import CouchTestSupport
+import Foundation
+import Testing
+
+/// Named filters on `_changes`, over real HTTP, in every feed mode.
+@Suite struct FilterTests {
+    static let design: JSONValue = [
+        "filters": [
+            "by_type": "function(doc, req) { return doc.type == req.query.type; }",
+            "by_body": "function(doc, req) { return req.method == 'POST' && JSON.parse(req.body).want == doc._id; }",
+            "probe": "function(doc, req) { if (doc._id == 'probe') throw({error: 'req', reason: JSON.stringify(req)}); return false; }",
+        ],
+        "views": ["v": ["map": "function(doc) { emit(doc._id, null); }"]],
+    ]
+
+    /// a and c have type x, b type y; c is then deleted keeping its type.
+    static func server() throws -> TestServer {
+        let server = try TestServer()
+        try server.createDatabase("db")
+        #expect(try server.json("PUT", "/db/_design/app", body: design.serializedString()).status == 201)
+        try server.put("db", "a", #"{"type":"x"}"#)
+        try server.put("db", "b", #"{"type":"y"}"#)
+        let rev = try server.put("db", "c", #"{"type":"x"}"#)
+        #expect(try server.json("PUT", "/db/c", body: #"{"_rev":"\#(rev)","_deleted":true,"type":"x"}"#).status == 201)
+        return server
+    }
+
+    static func ids(_ rows: [JSONValue]) -> [String] { rows.compactMap { $0["id"]?.stringValue } }
+
+    @Test func namedFilterWithQueryParametersInEveryFeedMode() async throws {
+        let server = try Self.server()
+        defer { server.stop() }
+        let filter = "filter=app/by_type&type=x"
+        let normal = try server.json("GET", "/db/_changes?\(filter)").json
+        #expect(Self.ids(normal["results"]?.arrayValue ?? []) == ["a", "c"])
+        #expect(normal["results"]?.arrayValue?.last?["deleted"] == true)
+
+        let longpoll = try server.json("GET", "/db/_changes?feed=longpoll&\(filter)").json
+        #expect(Self.ids(longpoll["results"]?.arrayValue ?? []) == ["a", "c"])
+
+        let continuous = try server.request("GET", "/db/_changes?feed=continuous&timeout=0&\(filter)").text
+        let lines = try continuous.split(separator: "\n").map { try JSONValue.parse(Array($0.utf8)) }
+        #expect(Self.ids(lines) == ["a", "c"])
+        #expect(lines.last?["last_seq"] != nil)
+
+        let events = try server.request("GET", "/db/_changes?feed=eventsource&timeout=0&\(filter)").text
+        let data = try events.split(separator: "\n").filter { $0.hasPrefix("data: {") }
+            .map { try JSONValue.parse(Array($0.dropFirst(6).utf8)) }
+        #expect(Self.ids(data) == ["a", "c"])
+
+        // A longpoll feed waiting for a change that passes: b2 does not, a2 does.
+        let waiting = Task { try await onThread { try server.json("GET", "/db/_changes?feed=longpoll&since=now&\(filter)").json } }
+        try await Task.sleep(nanoseconds: 200_000_000)
+        try server.put("db", "b2", #"{"type":"y"}"#)
+        try server.put("db", "a2", #"{"type":"x"}"#)
+        let woken = try await waiting.value
+        #expect(Self.ids(woken["results"]?.arrayValue ?? []) == ["a2"])
+
+        // POST: the body reaches the filter as req.body.
+        let posted = try server.json("POST", "/db/_changes?filter=app/by_body", body: #"{"want":"b"}"#).json
+        #expect(Self.ids(posted["results"]?.arrayValue ?? []) == ["b"])
+    }
+
+    @Test func theRequestObjectIsCouchDBs() throws {
+        let server = try Self.server()
+        defer { server.stop() }
+        try server.put("db", "probe", "{}")
+        let response = try server.request("GET", "/db/_changes?filter=app/probe&x=1", headers: [("X-Test", "yes")])
+        let (status, json) = (response.status, try JSONValue.parse(response.body))
+        #expect(status == 500)
+        #expect(json["error"] == "req")
+        let req = try JSONValue.parse(Array((json["reason"]?.stringValue ?? "").utf8))
+        for key in ["info", "id", "uuid", "method", "path", "query", "headers", "body", "peer", "form", "cookie", "userCtx", "secObj"] {
+            #expect(req[key] != nil, "req.\(key)")
+        }
+        #expect(req["method"] == "GET")
+        #expect(req["query"] == ["filter": "app/probe", "x": "1"])
+        #expect(req["path"] == ["db", "_changes"])
+        #expect(req["headers"]?["X-Test"] == "yes")
+        #expect(req["info"]?["db_name"] == "db")
+        #expect(req["userCtx"] == ["db": "db", "name": .null, "roles": ["_admin"]], "the admin party")
+    }
+
+    @Test func aLoopingFilterIsStoppedAndTheServerKeepsAnswering() async throws {
+        var configuration = ServerConfiguration.testing()
+        configuration.functions.timeout = 6
+        let server = try TestServer(configuration: configuration)
+        defer { server.stop() }
+        try server.createDatabase("db")
+        let design: JSONValue = ["filters": ["loop": "function(doc) { while (true) {} }"]]
+        #expect(try server.json("PUT", "/db/_design/app", body: design.serializedString()).status == 201)
+        let loopEnded = Completion()
+        let looping = Task {
+            try await onThread {
+                defer { loopEnded.finish() }
+                return try server.json("GET", "/db/_changes?filter=app/loop")
+            }
+        }
+        try await Task.sleep(nanoseconds: 100_000_000)
+        #expect(try server.json("GET", "/db/_changes").status == 200)
+        #expect(try server.json("PUT", "/db/doc", body: "{}").status == 201)
+        #expect(!loopEnded.isDone, "answered while the filter runs")
+        let (status, json) = try await looping.value
+        #expect(status == 500)
+        #expect(json["error"] == "os_process_error", "\(json.serializedString())")
+    }
+
+    @Test func missingFiltersAndViewsAnswerCouchDBs404() throws {
+        let server = try Self.server()
+        defer { server.stop() }
+        try server.put("db", "_design/nofilters", "{}")
+        let cases: [(String, Int, JSONValue)] = [
+            ("filter=nosuch/f", 404, ["error": "not_found", "reason": "missing"]),
+            ("filter=app/nosuch", 404, ["error": "not_found", "reason": "missing json key: nosuch"]),
+            ("filter=nofilters/f", 404, ["error": "not_found", "reason": "missing json key: filters"]),
+            ("filter=_view&view=nosuch/v", 404, ["error": "not_found", "reason": "missing"]),
+            ("filter=_view&view=app/nosuch", 404, ["error": "not_found", "reason": "missing json key: nosuch"]),
+            ("filter=_view&view=nofilters/v", 404, ["error": "not_found", "reason": "missing json key: views"]),
+        ]
+        for (query, status, body) in cases {
+            let response = try server.json("GET", "/db/_changes?\(query)")
+            #expect(response.status == status, "\(query)")
+            #expect(response.json == body, "\(query)")
+        }
+        #expect(try server.json("GET", "/db/_changes?filter=_view&view=app/v").status == 501)
+        for feed in ["longpoll", "continuous", "eventsource"] {
+            #expect(try server.json("GET", "/db/_changes?feed=\(feed)&filter=app/nosuch").status == 404)
+        }
+    }
+}
+
+/// Runs blocking work (the test HTTP client) on a thread of its own: a request that waits
+/// seconds must not hold one of the few threads that run Swift tasks.
+func onThread<Value: Sendable>(_ work: @escaping @Sendable () throws -> Value) async throws -> Value {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread { continuation.resume(with: Result { try work() }) }.start()
+    }
+}
+
+/// Whether a request running on another thread has come back yet: "answered while the
+/// function runs" is an order of events, which holds on a loaded machine as on an idle one.
+final class Completion: @unchecked Sendable {
+    private let lock = NSLock()
+    private var done = false
+    var isDone: Bool { lock.withLock { done } }
+    func finish() { lock.withLock { done = true } }
+}

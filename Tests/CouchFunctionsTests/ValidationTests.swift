@@ -1,0 +1,186 @@
+import CouchCore
+import CouchServer
+import CouchTestSupport
+import Foundation
+import Testing
+
+/// `validate_doc_update` over real HTTP, on every write path.
+@Suite struct ValidationTests {
+    static let validation = """
+        function(newDoc, oldDoc, userCtx, secObj) {
+          if (newDoc.forbidden) throw({forbidden: 'no: ' + newDoc._id});
+          if (newDoc.needsLogin) throw({unauthorized: 'log in first'});
+          if (newDoc._id.indexOf('copy-') == 0 && newDoc.source) throw({forbidden: 'no copies'});
+          if (newDoc._deleted && oldDoc && oldDoc.keep) throw({forbidden: 'keep ' + oldDoc._id});
+          if (newDoc._attachments && newDoc._attachments['bad.txt']) throw({forbidden: 'no bad attachments'});
+          if (oldDoc && oldDoc._attachments && oldDoc._attachments['keep.txt'] &&
+              !(newDoc._attachments && newDoc._attachments['keep.txt'])) throw({forbidden: 'keep.txt stays'});
+        }
+        """
+
+    static func server(_ configuration: ServerConfiguration = .testing()) throws -> TestServer {
+        let server = try TestServer(configuration: configuration)
+        try server.createDatabase("db")
+        let ddoc: JSONValue = ["validate_doc_update": JSONValue(validation)]
+        #expect(try server.json("PUT", "/db/_design/rules", body: ddoc.serializedString()).status == 201)
+        return server
+    }
+
+    @Test func refusesPutPostDeleteCopyAndBulkDocs() throws {
+        let server = try Self.server()
+        defer { server.stop() }
+        var (status, json) = try server.json("PUT", "/db/a", body: #"{"forbidden":true}"#)
+        #expect(status == 403)
+        #expect(json == ["error": "forbidden", "reason": "no: a"])
+        #expect(try server.request("GET", "/db/a").status == 404)
+        (status, json) = try server.json("POST", "/db", body: #"{"_id":"b","needsLogin":true}"#)
+        #expect(status == 401)
+        #expect(json == ["error": "unauthorized", "reason": "log in first"])
+
+        // Deletions pass `_deleted: true` and the old document.
+        let rev = try server.put("db", "kept", #"{"keep":true}"#)
+        (status, json) = try server.json("DELETE", "/db/kept?rev=\(rev)")
+        #expect(status == 403)
+        #expect(json["reason"] == "keep kept")
+
+        // COPY
+        try server.put("db", "source", #"{"source":true}"#)
+        let copy = try server.json("COPY", "/db/source", headers: [("Destination", "copy-1")])
+        #expect(copy.status == 403)
+        #expect(copy.json["reason"] == "no copies")
+
+        // _bulk_docs: per-document errors, the others written.
+        (status, json) = try server.json("POST", "/db/_bulk_docs", body: #"{"docs":[{"_id":"ok"},{"_id":"no","forbidden":1}]}"#)
+        #expect(status == 201)
+        #expect(json.arrayValue?[0]["ok"] == true)
+        #expect(json.arrayValue?[1] == ["id": "no", "error": "forbidden", "reason": "no: no"])
+        #expect(try server.request("GET", "/db/ok").status == 200)
+        #expect(try server.request("GET", "/db/no").status == 404)
+
+        // Replicated writes (new_edits=false) are validated too.
+        (status, json) = try server.json("POST", "/db/_bulk_docs",
+                                         body: #"{"new_edits":false,"docs":[{"_id":"r","_rev":"1-abc","forbidden":1}]}"#)
+        #expect(json.arrayValue?[0]["error"] == "forbidden", "\(json.serializedString())")
+        #expect(try server.request("GET", "/db/r").status == 404)
+        (status, _) = try server.json("PUT", "/db/r2?new_edits=false", body: #"{"_rev":"1-abc","forbidden":1}"#)
+        #expect(status == 403)
+    }
+
+    @Test func refusesAttachmentWrites() throws {
+        let server = try Self.server()
+        defer { server.stop() }
+        let rev = try server.put("db", "doc", "{}")
+        var response = try server.request("PUT", "/db/doc/bad.txt?rev=\(rev)", headers: [("Content-Type", "text/plain")], body: "x")
+        #expect(response.status == 403)
+        #expect(try JSONValue.parse(response.body)["reason"] == "no bad attachments")
+        response = try server.request("PUT", "/db/doc/keep.txt?rev=\(rev)", headers: [("Content-Type", "text/plain")], body: "x")
+        #expect(response.status == 201)
+        let kept = try JSONValue.parse(response.body)["rev"]?.stringValue ?? ""
+        response = try server.request("DELETE", "/db/doc/keep.txt?rev=\(kept)")
+        #expect(response.status == 403)
+        #expect(try JSONValue.parse(response.body)["reason"] == "keep.txt stays")
+
+        // A multipart/related document whose attachment the function refuses.
+        let boundary = "b0undary"
+        var body = Array("--\(boundary)\r\nContent-Type: application/json\r\n\r\n".utf8)
+        body += Array(#"{"_attachments":{"bad.txt":{"follows":true,"content_type":"text/plain","length":5}}}"#.utf8)
+        body += Array("\r\n--\(boundary)\r\n\r\nhello\r\n--\(boundary)--".utf8)
+        response = try httpRequest(port: server.port, "PUT", "/db/multi",
+                                   headers: [("Content-Type", "multipart/related; boundary=\"\(boundary)\"")], body: body)
+        #expect(response.status == 403, "\(response.text)")
+        #expect(try server.request("GET", "/db/multi").status == 404)
+    }
+
+    @Test func functionsSeeCouchDBsUserContextAndSecurityObject() throws {
+        let server = try TestServer(configuration: .testing(admins: ["admin": "secret"]))
+        defer { server.stop() }
+        let admin = basicAuthorization("admin", "secret")
+        #expect(try server.json("PUT", "/db", headers: [admin]).status == 201)
+        let security = #"{"admins":{"names":[],"roles":[]},"members":{"names":[],"roles":[]}}"#
+        #expect(try server.json("PUT", "/db/_security", headers: [admin], body: security).status == 200)
+        let echo = "function(doc, old, userCtx, secObj) { throw({forbidden: JSON.stringify([userCtx, secObj])}); }"
+        let ddoc: JSONValue = ["validate_doc_update": JSONValue(echo)]
+        #expect(try server.json("PUT", "/db/_design/echo", headers: [admin], body: ddoc.serializedString()).status == 201)
+        let user = #"{"name":"bob","password":"pw","roles":["reader"],"type":"user"}"#
+        #expect(try server.json("PUT", "/_users/org.couchdb.user:bob", headers: [admin], body: user).status == 201)
+
+        let securityObject = try JSONValue.parse(Array(security.utf8))
+        let cases: [(headers: [(String, String)], userCtx: JSONValue)] = [
+            ([], ["db": "db", "name": .null, "roles": []]),
+            ([basicAuthorization("bob", "pw")], ["db": "db", "name": "bob", "roles": ["reader"]]),
+            ([admin], ["db": "db", "name": "admin", "roles": ["_admin"]]),
+        ]
+        for (headers, userCtx) in cases {
+            let (status, json) = try server.json("PUT", "/db/doc", headers: headers, body: "{}")
+            #expect(status == 403, "server admins are not exempt")
+            let seen = try JSONValue.parse(Array((json["reason"]?.stringValue ?? "").utf8))
+            #expect(seen.arrayValue?[0] == userCtx)
+            #expect(seen.arrayValue?[1] == securityObject)
+        }
+    }
+
+    @Test func designDocumentsThatDoNotCompileAreRefused() throws {
+        let server = try TestServer()
+        defer { server.stop() }
+        try server.createDatabase("db")
+        var (status, json) = try server.json("PUT", "/db/_design/bad", body: #"{"validate_doc_update":"function(newDoc) { if ("}"#)
+        #expect(status == 400)
+        #expect(json["error"] == "compilation_error")
+        #expect(json["reason"]?.stringValue?.contains("SyntaxError") == true, "\(json.serializedString())")
+        (status, json) = try server.json("PUT", "/db/_design/bad", body: #"{"filters":{"f":"42"}}"#)
+        #expect(status == 400)
+        #expect(json == ["error": "compilation_error",
+                         "reason": "Compilation of the filter function 'f' failed: Expression does not eval to a function. (42)"])
+        (status, json) = try server.json("PUT", "/db/_design/bad", body: #"{"views":{"v":{"map":"function(doc) { emit(doc._id"}}}"#)
+        #expect(json["reason"]?.stringValue?.hasPrefix("Compilation of the map function in the 'v' view failed: SyntaxError") == true,
+                "\(json.serializedString())")
+        #expect(try server.request("GET", "/db/_design/bad").status == 404)
+        // Built-in reduces and design documents without functions are fine.
+        (status, _) = try server.json("PUT", "/db/_design/good", body: #"{"views":{"v":{"map":"function(doc) {}","reduce":"_count"}},"language":"javascript"}"#)
+        #expect(status == 201)
+    }
+
+    @Test func runawayFunctionsAreStoppedAndTheServerKeepsAnswering() async throws {
+        var configuration = ServerConfiguration.testing()
+        configuration.functions.timeout = 6
+        configuration.functions.memory = 64 * 1024 * 1024
+        let server = try TestServer(configuration: configuration)
+        defer { server.stop() }
+        try server.createDatabase("db")
+        let ddoc: JSONValue = ["validate_doc_update": """
+            function(doc) {
+              if (doc.loop) { while (true) {} }
+              if (doc.hog) { var a = []; while (true) { a.push(new Array(10000).fill(1.5)); } }
+              if (doc.boom) { return null.x; }
+              if (doc.thrown) { throw 'just a string'; }
+            }
+            """]
+        #expect(try server.json("PUT", "/db/_design/bad", body: ddoc.serializedString()).status == 201)
+
+        for (body, error) in [(#"{"loop":true}"#, "os_process_error"), (#"{"hog":true}"#, "os_process_error")] {
+            let slowEnded = Completion()
+            let slow = Task {
+                try await onThread {
+                    defer { slowEnded.finish() }
+                    return try server.json("PUT", "/db/slow", body: body)
+                }
+            }
+            try await Task.sleep(nanoseconds: 100_000_000)
+            // Meanwhile: other requests, and writes to the same database, are answered.
+            #expect(try server.request("GET", "/").status == 200)
+            #expect(try server.json("PUT", "/db/quick-\(UUID().uuidString)", body: "{}").status == 201)
+            // The loop runs until the time limit; the allocation may be stopped sooner.
+            if body.contains("loop") { #expect(!slowEnded.isDone, "answered while the function runs") }
+            let (status, json) = try await slow.value
+            #expect(status == 500)
+            #expect(json["error"] == JSONValue(error), "\(json.serializedString())")
+        }
+        var (status, json) = try server.json("PUT", "/db/boom", body: #"{"boom":true}"#)
+        #expect(status == 500)
+        #expect(json["error"] == "TypeError", "\(json.serializedString())")
+        (status, json) = try server.json("PUT", "/db/thrown", body: #"{"thrown":true}"#)
+        #expect(status == 500)
+        #expect(json == ["error": "unknown_error", "reason": "just a string"])
+        #expect(try server.json("PUT", "/db/fine", body: "{}").status == 201)
+    }
+}
