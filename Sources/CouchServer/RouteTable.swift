@@ -58,6 +58,9 @@ enum RouteTable {
         .databaseResource(.ensureFullCommit): [.POST: DatabaseRoutes.postEnsureFullCommit],
         .databaseResource(.revisionsLimit): [.GET: DatabaseRoutes.getRevisionsLimit, .PUT: DatabaseRoutes.putRevisionsLimit],
         .databaseResource(.security): [.GET: SecurityRoutes.getSecurity, .PUT: SecurityRoutes.putSecurity],
+        .databaseResource(.purge): [.POST: PurgeRoutes.postPurge],
+        .databaseResource(.purgedInfosLimit): [.GET: PurgeRoutes.getPurgedInfosLimit, .PUT: PurgeRoutes.putPurgedInfosLimit],
+        .databaseResource(.purgedInfos): [.GET: PurgeRoutes.getPurgedInfos],
 
         .document: [
             .GET: DocumentRoutes.getDocument,
