@@ -39,6 +39,7 @@ public final class CouchServer: RequestHandler {
         let holder = AccessControlHolder(try AccessControl(configuration: effective, databases: databases))
         accessControlHolder = holder
         LogLevelControl.level = LogLevelControl.level(named: effective.logLevel) ?? LogLevelControl.level
+        databases.maximumOpen = effective.maximumOpenDatabases
         functions = FunctionRuntime(limits: effective.functions, securityObject: { database in
             (try? holder.current.securityObject(of: database).json) ?? [:]
         })
@@ -73,6 +74,7 @@ public final class CouchServer: RequestHandler {
     func install(_ configuration: ServerConfiguration) throws {
         accessControlHolder.current = try AccessControl(configuration: configuration, databases: databases)
         if let level = LogLevelControl.level(named: configuration.logLevel) { LogLevelControl.level = level }
+        databases.maximumOpen = configuration.maximumOpenDatabases
     }
 
     /// True when no admin is configured and every client is one (CouchDB's admin party).

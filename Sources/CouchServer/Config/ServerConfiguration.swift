@@ -12,6 +12,8 @@ public struct ServerConfiguration: Sendable {
     /// CouchDB's `[couchdb] max_document_size` (bytes of a document's JSON): larger
     /// documents are refused with 413 `document_too_large`.
     public var maximumDocumentSize = 8_000_000
+    /// CouchDB's `[couchdb] max_dbs_open`: databases kept open at once (idle ones beyond it are closed).
+    public var maximumOpenDatabases = 500
     public var authentication = AuthenticationConfiguration()
     public var cors = CORSConfiguration()
     /// `[log] level`: debug, info, notice, warning, error, critical (CouchDB's names).
@@ -154,6 +156,10 @@ extension ServerConfiguration {
         if let address = file.value("bind_address", in: "chttpd", "httpd") { listener.bindAddress = address }
         if let size = try int("max_http_request_size", "chttpd", "httpd") { listener.maximumBodySize = size }
         if let size = try int("max_document_size", "couchdb") { maximumDocumentSize = size }
+        if let count = try int("max_dbs_open", "couchdb") {
+            guard count > 0 else { throw ConfigurationError("max_dbs_open must be positive") }
+            maximumOpenDatabases = count
+        }
         if let threads = try int("threads", "couchette") { listener.threadCount = threads }
         if let limit = try int("max_connections", "couchette") { listener.connectionLimit = limit }
         if let seconds = try int("idle_timeout", "couchette") { listener.idleTimeoutSeconds = seconds }
