@@ -64,14 +64,16 @@ struct AttachedRevisionCopier: Sendable {
         let spool = try target.attachmentSpool()
         let fetched = try await source.revisionsWithAttachments(id, revisions, attachmentsSince: since, spool: spool)
         var statistics = ReplicationStatistics()
-        for attached in fetched {
+        for fetchedRevision in fetched {
+            let attached = AttachedRevision(revision: writer.prepared(fetchedRevision.revision), bodies: fetchedRevision.bodies)
             var failure = try await target.writeRevisionWithAttachments(attached)
             if let refused = failure, refused.error == "missing_stub", !since.isEmpty {
                 logger.notice("\(target.displayName) lacks an attachment of \(id.rawValue) \(attached.revision.revision) (\(refused.reason)); sending all of them")
                 let again = try await source.revisionsWithAttachments(id, [attached.revision.revision], attachmentsSince: [],
                                                                       spool: spool)
                 if let full = again.first(where: { $0.revision.revision == attached.revision.revision }) ?? again.first {
-                    failure = try await target.writeRevisionWithAttachments(full)
+                    failure = try await target.writeRevisionWithAttachments(
+                        AttachedRevision(revision: writer.prepared(full.revision), bodies: full.bodies))
                 }
             }
             if let failure {

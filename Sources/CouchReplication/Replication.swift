@@ -40,7 +40,8 @@ public final class Replication: @unchecked Sendable {
         self.source = source
         self.target = target
         self.logger = logger
-        machine = ReplicationStateMachine(continuous: settings.continuous, backoff: backoff)
+        machine = ReplicationStateMachine(continuous: settings.continuous, backoff: backoff,
+                                          retriesBeforeOpening: settings.isPersistent)
         for endpoint in [source, target] {
             (endpoint as? RemoteEndpoint)?.observeFailures { [weak self] failure in self?.noteRequest(failure) }
         }

@@ -155,6 +155,8 @@ public enum ReplicationDocument {
 
     /// The settings a document describes (the same parsing as `POST /_replicate`).
     public static func settings(_ body: JSONObject) throws(ReplicationError) -> ReplicationSettings {
-        try ReplicationSettings(json: body)
+        var settings = try ReplicationSettings(json: body)
+        settings.isPersistent = true
+        return settings
     }
 }

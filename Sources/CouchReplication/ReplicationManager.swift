@@ -13,7 +13,7 @@ public final class ReplicationManager: @unchecked Sendable {
     public let serverUUID: String
     private let databases: DatabaseManager?
     /// Runs named filters on local sources.
-    private let functions: FunctionRuntime?
+    let functions: FunctionRuntime?
     private let clientConfiguration: HTTPClientConfiguration
     private let logger = Logger(label: "couchette.replication")
     private let lock = NSLock()

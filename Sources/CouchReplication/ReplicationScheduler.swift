@@ -221,9 +221,10 @@ public final class ReplicationScheduler: @unchecked Sendable {
             return
         }
         jobs[job.id.jobID] = nil
-        job.run = nil
         lock.unlock()
+        // The last event still carries the run's final progress.
         publish(job, removed: true, outcome: outcome)
+        lock.withLock { job.run = nil }
         job.onFinish(outcome)
         reschedule(rotate: false)
     }

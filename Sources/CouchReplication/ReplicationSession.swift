@@ -157,7 +157,8 @@ final class ReplicationSession: @unchecked Sendable {
             retries: settings.retriesPerRequest, logger: logger)
         let finder = MissingRevisionFinder(target: target)
         let fetcher = RevisionFetcher(source: source, logger: logger)
-        let writer = RevisionWriter(target: target, logger: logger)
+        let writer = RevisionWriter(target: target, logger: logger, transform: settings.transform,
+                                    direction: DocumentTransform.direction(source: settings.source, target: settings.target))
         let copier = AttachedRevisionCopier(source: source, target: target, writer: writer, logger: logger)
 
         try await withThrowingTaskGroup(of: Void.self) { group in

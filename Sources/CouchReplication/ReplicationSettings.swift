@@ -24,6 +24,11 @@ public struct ReplicationSettings: Sendable {
     public var retriesPerRequest = 5
     /// Copy only each document's winning revision (`style=main_only`).
     public var winningRevisionsOnly = false
+    /// For embedding applications: rewrites each document body on its way (not from JSON).
+    public var transform: DocumentTransform?
+    /// A `_replicator` document's job: retried even when its peers cannot be reached at
+    /// the start (nobody waits on it), where a one-shot `_replicate` fails.
+    public var isPersistent = false
 
     public init(source: ReplicationPeer, target: ReplicationPeer) {
         self.source = source

@@ -62,9 +62,14 @@ public struct ReplicationStateMachine: Sendable {
     /// Whether any session of this job has reached both peers.
     public private(set) var hasOpened = false
 
-    public init(continuous: Bool, backoff: Backoff = .job) {
+    /// Whether transient failures are retried before the job ever reached its peers (jobs
+    /// of `_replicator` documents, which nobody waits on); a one-shot `_replicate` fails.
+    public let retriesBeforeOpening: Bool
+
+    public init(continuous: Bool, backoff: Backoff = .job, retriesBeforeOpening: Bool = false) {
         self.continuous = continuous
         self.backoff = backoff
+        self.retriesBeforeOpening = retriesBeforeOpening
     }
 
     private var sessionRunning: Bool { state == .active || state == .idle }
@@ -106,7 +111,7 @@ public struct ReplicationStateMachine: Sendable {
         case .sessionFailed(let error):
             guard sessionRunning else { return [] }
             lastError = error
-            guard error.isTransient, continuous || hasOpened else { return finish(.failed(error)) }
+            guard error.isTransient, continuous || hasOpened || retriesBeforeOpening else { return finish(.failed(error)) }
             state = error.kind == .peerUnreachable ? .offline : .crashing
             return [.scheduleRetry(afterMilliseconds: backoff.next())]
 

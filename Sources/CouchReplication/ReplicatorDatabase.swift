@@ -23,6 +23,18 @@ public final class ReplicatorDatabase: @unchecked Sendable {
         var target: String?
         var startTime = Date()
         var lastUpdated = Date()
+        /// What the document describes, once parsed (for pending documents).
+        var settings: ReplicationSettings?
+        /// A sync pair's pull job (target → source), beside `jobID`'s push.
+        var pairJobID: String?
+        /// The document's sequence in its database: later exclusive pairs retire earlier ones.
+        var sequence = 0
+        /// For a sync pair: its local database and remote, and whether it is exclusive.
+        var syncSource: DatabaseName?
+        var syncTarget: String?
+        var exclusive = false
+
+        var jobIDs: [String] { [jobID, pairJobID].compactMap { $0 } }
     }
 
     struct Key: Hashable, Comparable {
@@ -96,7 +108,7 @@ public final class ReplicatorDatabase: @unchecked Sendable {
         lock.lock()
         if let entry = watched.removeValue(forKey: name) { entry.database.notifier.remove(entry.token) }
         let keys = documents.keys.filter { $0.database == name }
-        let jobs = keys.compactMap { documents.removeValue(forKey: $0)?.jobID }
+        let jobs = keys.flatMap { documents.removeValue(forKey: $0)?.jobIDs ?? [] }
         lock.unlock()
         jobs.forEach { scheduler.remove(jobID: $0) }
     }
@@ -143,7 +155,7 @@ public final class ReplicatorDatabase: @unchecked Sendable {
             if row.isDeleted {
                 removeDocument(key)
             } else if let body = row.body, let object = (try? JSONValue.parse(body))?.objectValue {
-                process(key, body: object)
+                process(key, body: object, sequence: row.sequence)
             }
         }
         if let last = rows.last {
@@ -152,13 +164,13 @@ public final class ReplicatorDatabase: @unchecked Sendable {
     }
 
     private func removeDocument(_ key: Key) {
-        let jobID = lock.withLock { documents.removeValue(forKey: key)?.jobID }
-        if let jobID { scheduler.remove(jobID: jobID) }
+        let jobIDs = lock.withLock { documents.removeValue(forKey: key)?.jobIDs ?? [] }
+        jobIDs.forEach { scheduler.remove(jobID: $0) }
     }
 
     /// A new or updated document: ignored when it is in a final state or its definition
     /// did not change (the replicator's own write-back), else its job (re)starts.
-    private func process(_ key: Key, body: JSONObject) {
+    private func process(_ key: Key, body: JSONObject, sequence: Int) {
         let definition = ReplicationDocument.definition(body)
         let written = body["_replication_state"]?.stringValue
         lock.lock()
@@ -168,9 +180,10 @@ public final class ReplicatorDatabase: @unchecked Sendable {
             return
         }
         lock.unlock()
-        if let jobID = previous?.jobID { scheduler.remove(jobID: jobID) }
+        previous?.jobIDs.forEach { scheduler.remove(jobID: $0) }
 
         var state = DocumentState(jobID: nil, definition: definition, state: "initializing")
+        state.sequence = sequence
         state.source = body["source"].map(Self.displayName)
         state.target = body["target"].map(Self.displayName)
         if written == "completed" || written == "failed" {
@@ -178,9 +191,54 @@ public final class ReplicatorDatabase: @unchecked Sendable {
             state.info = written == "completed"
                 ? (body["_replication_stats"] ?? .null)
                 : ["error": body["_replication_state_reason"] ?? .null]
+            state.settings = try? ReplicationDocument.settings(body)
+            if written == "completed", let interval = Self.interval(body) {
+                scheduleRun(key, body: body, definition: definition, interval: interval, state: &state)
+            }
             lock.withLock { documents[key] = state }
             return
         }
+        run(key, body: body, definition: definition, state: state)
+    }
+
+    /// Couchette's `interval` (seconds): a one-shot replication that runs again that long
+    /// after it completed, also across restarts (counted from `_replication_state_time`).
+    static func interval(_ body: JSONObject) -> Double? {
+        guard body["continuous"]?.boolValue != true, let seconds = body["interval"]?.doubleValue,
+              seconds > 0, seconds.isFinite else { return nil }
+        return seconds
+    }
+
+    private func scheduleRun(_ key: Key, body: JSONObject, definition: String, interval: Double,
+                             state: inout DocumentState) {
+        let completedAt = body["_replication_state_time"]?.stringValue.flatMap(ISO8601.date) ?? Date()
+        let next = max(Date(), completedAt.addingTimeInterval(interval))
+        if case .object(var info) = state.info {
+            info["next_run"] = JSONValue(ISO8601.string(next))
+            state.info = .object(info)
+        } else {
+            state.info = ["next_run": JSONValue(ISO8601.string(next))]
+        }
+        let delay = UInt64(max(0, next.timeIntervalSinceNow) * 1_000_000_000)
+        ReplicationTasks.task { [weak self] in
+            try? await Task.sleep(nanoseconds: delay)
+            guard let self else { return }
+            let due = self.lock.withLock { () -> Bool in
+                guard !self.stopped, let current = self.documents[key] else { return false }
+                return current.definition == definition && current.jobIDs.isEmpty && current.state == "completed"
+            }
+            if due {
+                var state = DocumentState(jobID: nil, definition: definition, state: "initializing")
+                state.sequence = self.lock.withLock { self.documents[key]?.sequence ?? 0 }
+                state.source = body["source"].map(Self.displayName)
+                state.target = body["target"].map(Self.displayName)
+                self.run(key, body: body, definition: definition, state: state)
+            }
+        }
+    }
+
+    private func run(_ key: Key, body: JSONObject, definition: String, state: DocumentState) {
+        var state = state
         let settings: ReplicationSettings
         do {
             settings = try ReplicationDocument.settings(body)
@@ -193,12 +251,47 @@ public final class ReplicatorDatabase: @unchecked Sendable {
         }
         state.source = settings.source.displayName
         state.target = settings.target.displayName
+        state.settings = settings
+        // Couchette's `suspended`: the job waits, its checkpoint kept, until the field is cleared.
+        if body["suspended"]?.boolValue == true {
+            state.state = "suspended"
+            lock.withLock { documents[key] = state }
+            return
+        }
+        // Couchette's sync pairs: `sync` adds the pull (target → source) to the push.
+        var pair: ReplicationSettings?
+        if body["sync"]?.boolValue == true {
+            var reverse = settings
+            (reverse.source, reverse.target) = (settings.target, settings.source)
+            reverse.createTarget = false
+            pair = reverse
+            if case .local(let name) = settings.source {
+                state.syncSource = name
+                state.syncTarget = settings.target.displayName
+                state.exclusive = body["exclusive"]?.boolValue == true
+            }
+        }
+        if retiredByExclusivePair(key, state) {
+            state.state = "retired"
+            lock.withLock { documents[key] = state }
+            return
+        }
         lock.withLock { documents[key] = state }
+        if state.exclusive { retireOtherPairs(key, state) }
         ReplicationTasks.task { [weak self] in
             guard let self else { return }
             do {
                 let id = try await self.scheduler.manager.replicationID(for: settings)
-                self.startJob(key, definition: definition, settings: settings, id: id)
+                var pairJob: (ReplicationSettings, ReplicationID)?
+                if let pair {
+                    pairJob = (pair, try await self.scheduler.manager.replicationID(for: pair))
+                    // The pull reads what the push may have to create: create it first.
+                    if settings.createTarget {
+                        let target = try self.scheduler.manager.endpoint(for: settings.target, settings: settings)
+                        _ = try? await target.open(create: true, createParameters: settings.createTargetParameters)
+                    }
+                }
+                self.startJob(key, definition: definition, settings: settings, id: id, pair: pairJob)
             } catch {
                 // A filter that cannot be fetched yet: CouchDB's `error` state, retried later.
                 self.lock.withLock {
@@ -211,23 +304,67 @@ public final class ReplicatorDatabase: @unchecked Sendable {
         }
     }
 
-    private func startJob(_ key: Key, definition: String, settings: ReplicationSettings, id: ReplicationID) {
+    /// A sync pair written before an exclusive pair of the same local database to another
+    /// remote is retired (its jobs do not run), as `replicateWithURL:exclusively:` did.
+    private func retiredByExclusivePair(_ key: Key, _ state: DocumentState) -> Bool {
+        guard let source = state.syncSource else { return false }
+        return lock.withLock {
+            documents.contains { other in
+                other.key != key && other.key.database == key.database && other.value.exclusive
+                    && other.value.syncSource == source && other.value.syncTarget != state.syncTarget
+                    && other.value.sequence > state.sequence && other.value.state != "retired"
+            }
+        }
+    }
+
+    private func retireOtherPairs(_ key: Key, _ state: DocumentState) {
+        let jobIDs = lock.withLock { () -> [String] in
+            var stopped: [String] = []
+            for (other, document) in documents where other != key && other.database == key.database
+                && document.syncSource == state.syncSource && document.syncTarget != state.syncTarget
+                && document.sequence < state.sequence && document.state != "retired" {
+                stopped += document.jobIDs
+                documents[other]?.jobID = nil
+                documents[other]?.pairJobID = nil
+                documents[other]?.state = "retired"
+                documents[other]?.lastUpdated = Date()
+            }
+            return stopped
+        }
+        jobIDs.forEach { scheduler.remove(jobID: $0) }
+    }
+
+    private func startJob(_ key: Key, definition: String, settings: ReplicationSettings, id: ReplicationID,
+                          pair: (settings: ReplicationSettings, id: ReplicationID)? = nil) {
         lock.lock()
-        guard documents[key]?.definition == definition else {
+        guard documents[key]?.definition == definition, documents[key]?.state != "retired" else {
             lock.unlock()
             return
         }
         documents[key]?.jobID = id.jobID
+        documents[key]?.pairJobID = pair?.id.jobID
         lock.unlock()
-        scheduler.add(settings, id: id, origin: .document(database: key.database, id: key.id)) { [weak self] outcome in
+        let origin = ReplicationScheduler.Origin.document(database: key.database, id: key.id)
+        scheduler.add(settings, id: id, origin: origin) { [weak self] outcome in
             self?.jobFinished(key, jobID: id.jobID, outcome: outcome)
+        }
+        if let pair {
+            scheduler.add(pair.settings, id: pair.id, origin: origin) { [weak self] outcome in
+                self?.jobFinished(key, jobID: pair.id.jobID, outcome: outcome)
+            }
         }
     }
 
     private func jobFinished(_ key: Key, jobID: String, outcome: Replication.Outcome) {
+        var others: [String] = []
         let stillOurs = lock.withLock { () -> Bool in
-            guard documents[key]?.jobID == jobID else { return false }
+            guard let document = documents[key], document.jobIDs.contains(jobID) else { return false }
+            if document.jobID == jobID { documents[key]?.jobID = nil } else { documents[key]?.pairJobID = nil }
+            others = documents[key]?.jobIDs ?? []
+            // One half of a sync pair completed: the document completes with the other.
+            if case .completed = outcome, !others.isEmpty { return false }
             documents[key]?.jobID = nil
+            documents[key]?.pairJobID = nil
             documents[key]?.lastUpdated = Date()
             switch outcome {
             case .completed(let log):
@@ -242,6 +379,7 @@ public final class ReplicatorDatabase: @unchecked Sendable {
             return true
         }
         guard stillOurs else { return }
+        others.forEach { scheduler.remove(jobID: $0) }
         switch outcome {
         case .completed(let log): writeBack(key, state: "completed", reason: nil, stats: Self.stats(log))
         case .failed(let error): writeBack(key, state: "failed", reason: error.description, stats: nil)
@@ -270,7 +408,7 @@ public final class ReplicatorDatabase: @unchecked Sendable {
         for _ in 0..<5 {
             guard let snapshot = try? database.document(key.id),
                   var body = (try? JSONValue.parse(snapshot.revision.body))?.objectValue else { return }
-            if body["_replication_state"]?.stringValue != state {
+            if body["_replication_state"]?.stringValue != state || Self.interval(body) != nil {
                 body["_replication_state"] = JSONValue(state)
                 body["_replication_state_time"] = JSONValue(ISO8601.string(Date()))
             }
@@ -294,6 +432,47 @@ public final class ReplicatorDatabase: @unchecked Sendable {
         return value.stringValue ?? ""
     }
 
+    // MARK: - Pending documents
+
+    /// The IDs of the documents a push job (local source) has not copied yet: those changed
+    /// since the checkpoint it recorded on the source, through its filter. Answered from the
+    /// checkpoint and the local changes feed, without contacting the target. Nil when there
+    /// is no such document; throws `bad_request` for a job whose source is not local.
+    public func pendingDocumentIDs(database: DatabaseName, id: DocumentID) throws(CouchError) -> (since: JSONValue, ids: [String])? {
+        let key = Key(database: database, id: id)
+        guard let state = lock.withLock({ documents[key] }) else { return nil }
+        guard let settings = state.settings, case .local(let sourceName) = settings.source else {
+            throw CouchError.badRequest("Pending documents are known for jobs whose source is a local database")
+        }
+        guard let replicationID = scheduler.manager.knownReplicationID(for: settings) else { return nil }
+        let source: Database
+        do {
+            source = try databases.database(sourceName)
+        } catch {
+            throw CouchError(.databaseNotFound, "could not open \(sourceName.rawValue)")
+        }
+        var since: JSONValue = 0
+        if settings.useCheckpoints,
+           let log = try? source.localDocument(DocumentID(DocumentID.localPrefix + replicationID.baseID)),
+           let recorded = (try? JSONValue.parse(log.body))?["source_last_seq"] {
+            since = recorded
+        }
+        let functions = scheduler.manager.functions
+        let filter = try settings.filter.map { filter throws(ReplicationError) in
+            try LocalFilter(filter, database: source, functions: functions)
+        }
+        let after = SourceSequence(since).leadingInteger ?? 0
+        let rows: [ChangeRow]
+        do {
+            rows = try source.changes(ChangesQuery(since: after, includeBodies: filter?.needsDocument ?? false))
+        } catch {
+            throw CouchError.internalError("cannot read the changes of \(sourceName.rawValue)")
+        }
+        let accepted = try filter?.accepts(rows) ?? rows.map { _ in true }
+        let ids = zip(rows, accepted).filter { !$0.0.id.isLocal && $0.1 }.map(\.0.id.rawValue)
+        return (since, ids)
+    }
+
     // MARK: - Reporting
 
     /// `_scheduler/docs` entries of one replicator database (or all), sorted by document ID.
@@ -315,11 +494,14 @@ public final class ReplicatorDatabase: @unchecked Sendable {
         var errorCount = document.state == "failed" || document.state == "error" ? 1 : 0
         var startTime = document.startTime
         var lastUpdated = document.lastUpdated
-        if let jobID = document.jobID, let job = scheduler.documentStatus(jobID: jobID) {
+        if let jobID = document.jobID ?? document.pairJobID, let job = scheduler.documentStatus(jobID: jobID) {
             (state, info, errorCount, startTime, lastUpdated) = (job.state, job.info, job.errorCount, job.startTime, job.lastUpdated)
         }
+        if let pairID = document.pairJobID, let pairJob = scheduler.documentStatus(jobID: pairID), pairJob.state == "crashing" {
+            (state, info, errorCount) = (pairJob.state, pairJob.info, pairJob.errorCount)
+        }
         let running = state != "completed" && state != "failed"
-        return [
+        var entry: JSONObject = [
             "database": JSONValue(key.database.rawValue),
             "doc_id": JSONValue(key.id.rawValue),
             "id": running ? document.jobID.map { JSONValue($0) } ?? .null : .null,
@@ -334,5 +516,10 @@ public final class ReplicatorDatabase: @unchecked Sendable {
             "source_proxy": .null,
             "target_proxy": .null,
         ]
+        // Couchette's sync pairs: the pull job beside the push (`id`).
+        if document.settings != nil, document.syncSource != nil || document.pairJobID != nil {
+            entry["pair_id"] = running ? document.pairJobID.map { JSONValue($0) } ?? .null : .null
+        }
+        return .object(entry)
     }
 }

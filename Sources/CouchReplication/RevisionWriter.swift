@@ -8,6 +8,14 @@ import Logging
 struct RevisionWriter: Sendable {
     let target: DatabaseEndpoint
     let logger: Logger
+    /// The embedding application's rewriting of bodies, applied to every revision written.
+    var transform: DocumentTransform?
+    var direction = DocumentTransform.Direction.between
+
+    /// A revision as it will be written (transformed when a transform is set).
+    func prepared(_ revision: ReplicatedRevision) -> ReplicatedRevision {
+        transform?.apply(revision, direction: direction) ?? revision
+    }
 
     struct Result: Sendable {
         var written = 0
@@ -15,6 +23,10 @@ struct RevisionWriter: Sendable {
     }
 
     func write(_ revisions: [ReplicatedRevision]) async throws(ReplicationError) -> Result {
+        try await writeAll(transform == nil ? revisions : revisions.map(prepared))
+    }
+
+    private func writeAll(_ revisions: [ReplicatedRevision]) async throws(ReplicationError) -> Result {
         guard !revisions.isEmpty else { return Result() }
         do {
             let failures = try await target.writeRevisions(revisions)
@@ -27,8 +39,8 @@ struct RevisionWriter: Sendable {
                 return Result(written: 0, failures: 1)
             }
             let half = revisions.count / 2
-            let first = try await write(Array(revisions[..<half]))
-            let second = try await write(Array(revisions[half...]))
+            let first = try await writeAll(Array(revisions[..<half]))
+            let second = try await writeAll(Array(revisions[half...]))
             return Result(written: first.written + second.written, failures: first.failures + second.failures)
         }
     }

@@ -25,6 +25,13 @@ final class ThreadPool: @unchecked Sendable {
     }
 
     private func run() {
+        // Process signals (SIGINT, SIGTERM) go to the threads that wait for them: a pool
+        // thread started before the server's signal handling must not take and lose them.
+        var signals = sigset_t()
+        sigemptyset(&signals)
+        sigaddset(&signals, SIGINT)
+        sigaddset(&signals, SIGTERM)
+        pthread_sigmask(SIG_BLOCK, &signals, nil)
         while true {
             condition.lock()
             while head == work.count { condition.wait() }

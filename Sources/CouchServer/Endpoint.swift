@@ -19,6 +19,8 @@ public enum Endpoint: Sendable, Equatable {
         /// `_scheduler/docs` (nil: every replicator database) and `_scheduler/docs/{db}`.
         case documents(DatabaseName?)
         case document(DatabaseName, DocumentID)
+        /// Couchette's `_scheduler/docs/{db}/{docid}/_pending`: what a push job has not copied yet.
+        case pending(DatabaseName, DocumentID)
     }
     /// `/_node/{node}/...`: the node name as written (`_local` or the real name) and what is asked.
     case node(String, NodeResource)
@@ -172,7 +174,14 @@ public enum Endpoint: Sendable, Equatable {
             if parts.count == 1 { return .jobs }
             if parts.count == 2 { return .job(parts[1]) }
         case "docs"?:
-            let rest = Array(parts.dropFirst())
+            var rest = Array(parts.dropFirst())
+            if rest.count >= 2, rest.last == "_pending" {
+                rest.removeLast()
+                guard case .document(let database, let id) = try schedulerResource(["docs"] + rest) else {
+                    throw CouchError.badRequest("Invalid _scheduler/docs path")
+                }
+                return .pending(database, id)
+            }
             if rest.isEmpty { return .documents(nil) }
             if rest.count == 1, let name = try? DatabaseName(rest[0]), name.isReplicator { return .documents(name) }
             if rest.count == 2, let name = try? DatabaseName(rest[0]), name.isReplicator {
@@ -210,6 +219,7 @@ public enum Endpoint: Sendable, Equatable {
             case .job: .scheduler(.job)
             case .documents: .scheduler(.documents)
             case .document: .scheduler(.document)
+            case .pending: .scheduler(.pending)
             }
         case .node(_, let resource): .node(resource.route)
         }
@@ -236,7 +246,7 @@ enum RouteKey: Hashable, Sendable {
     case scheduler(SchedulerRoute)
 
     enum SchedulerRoute: Hashable, Sendable {
-        case jobs, job, documents, document
+        case jobs, job, documents, document, pending
     }
     case node(Endpoint.NodeRoute)
 }

@@ -8,6 +8,10 @@ public struct HTTPResponse: Sendable {
         case stream(ResponseStream)
         /// A byte range of a file, sent by the kernel without passing through memory.
         case file(path: String, offset: Int, length: Int)
+        /// A response (status included) decided later: the connection waits, holding no
+        /// thread, until the `DeferredResponse` delivers it. This response's own headers
+        /// (CORS, cookies) are added to the one delivered.
+        case deferred(DeferredResponse)
     }
 
     public var status: Int
@@ -67,4 +71,10 @@ public protocol ResponseStream: AnyObject, Sendable {
     func read(into buffer: UnsafeMutableRawBufferPointer) -> StreamChunk
     /// The connection closed (client gone or server stopping); release resources.
     func close()
+}
+
+/// A response whose status is not known yet (`POST /_replicate` waits for its replication):
+/// `start` is called once and must call `deliver` once, from any thread.
+public protocol DeferredResponse: AnyObject, Sendable {
+    func start(deliver: @escaping @Sendable (HTTPResponse) -> Void)
 }

@@ -138,6 +138,8 @@ public final class Listener: @unchecked Sendable {
         let open = Array(streams.values)
         streamsLock.unlock()
         open.forEach { $0.finish() }
+        let waiting = deferredLock.withLock { Array(deferreds.values) }
+        waiting.forEach { $0.deliver(.error(CouchError(.serviceUnavailable, "The server is stopping."))) }
         MHD_stop_daemon(daemon)
         hangups?.stop()
         hangups = nil
@@ -165,6 +167,17 @@ public final class Listener: @unchecked Sendable {
         streamsLock.unlock()
     }
 
+    private let deferredLock = NSLock()
+    private var deferreds: [ObjectIdentifier: DeferredConnection] = [:]
+
+    func register(_ waiting: DeferredConnection) {
+        deferredLock.withLock { deferreds[ObjectIdentifier(waiting)] = waiting }
+    }
+
+    func unregister(_ waiting: DeferredConnection) {
+        _ = deferredLock.withLock { deferreds.removeValue(forKey: ObjectIdentifier(waiting)) }
+    }
+
     // MARK: - Request handling (called from libmicrohttpd threads)
 
     fileprivate func handle(connection: OpaquePointer, url: String, method: String,
@@ -181,7 +194,16 @@ public final class Listener: @unchecked Sendable {
         let state = Unmanaged<RequestState>.fromOpaque(raw).takeUnretainedValue()
         let count = uploadSize.pointee
         uploadSize.pointee = 0
-        if state.responded { return .YES }
+        if state.responded {
+            // Resumed by a deferred response that has been delivered.
+            if let waiting = state.deferred, let response = waiting.take() {
+                state.deferred = nil
+                unregister(waiting)
+                logger.info("\(method) \(url) \(response.status) \(state.elapsedMilliseconds)ms")
+                return queue(response, state: state, closing: false)
+            }
+            return .YES
+        }
         if let refusal = refusal(state, adding: count) { return refuse(refusal, state: state, method: method, url: url) }
         if count > 0 {
             state.received += count
@@ -245,6 +267,16 @@ public final class Listener: @unchecked Sendable {
             }
             mhdResponse = MHD_create_response_from_fd_at_offset64(UInt64(length), descriptor, UInt64(offset))
             if mhdResponse == nil { close(descriptor) }
+        case .deferred(let deferred):
+            let waiting = DeferredConnection(connection: state.connection, headers: response.headers)
+            state.deferred = waiting
+            register(waiting)
+            deferred.start { waiting.deliver($0) }
+            if waiting.suspendUnlessDelivered() { return .YES }
+            let delivered = waiting.take() ?? .error(CouchError.internalError("no response"))
+            state.deferred = nil
+            unregister(waiting)
+            return queue(delivered, state: state, closing: closing)
         case .stream(let stream):
             let connection = StreamConnection(stream: stream, connection: state.connection, listener: self)
             state.stream = connection
@@ -268,6 +300,10 @@ public final class Listener: @unchecked Sendable {
     fileprivate func completed(state raw: UnsafeMutableRawPointer) {
         let state = Unmanaged<RequestState>.fromOpaque(raw).takeRetainedValue()
         if !state.responded { state.sink?.abort() }
+        if let waiting = state.deferred {
+            waiting.connectionClosed()
+            unregister(waiting)
+        }
         if let stream = state.stream {
             stream.connectionClosed()
             unregister(stream)
@@ -291,6 +327,7 @@ final class RequestState {
     /// Bytes of the request's header lines, as received.
     private(set) var headerBytes = 0
     var stream: StreamConnection?
+    var deferred: DeferredConnection?
     let started = DispatchTime.now()
     private var headers: [String: String] = [:]
     private var query: [(name: String, value: String)] = []
@@ -418,6 +455,55 @@ final class StreamConnection: @unchecked Sendable {
         lock.unlock()
         listener?.hangups?.unwatch(descriptor)
         stream.close()
+    }
+}
+
+/// A connection waiting for a deferred response: suspended until it is delivered, then
+/// resumed so that libmicrohttpd calls the access handler again, which queues it.
+final class DeferredConnection: @unchecked Sendable {
+    private let connection: OpaquePointer
+    private let headers: [(name: String, value: String)]
+    private let lock = NSLock()
+    private var response: HTTPResponse?
+    private var suspended = false
+    private var closed = false
+
+    init(connection: OpaquePointer, headers: [(name: String, value: String)]) {
+        self.connection = connection
+        self.headers = headers
+    }
+
+    /// Suspends the connection unless the response is already there (then false).
+    func suspendUnlessDelivered() -> Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        if response != nil { return false }
+        suspended = true
+        MHD_suspend_connection(connection)
+        return true
+    }
+
+    func deliver(_ delivered: HTTPResponse) {
+        var delivered = delivered
+        for header in headers where header.name.lowercased() != "content-type" && delivered.header(header.name) == nil {
+            delivered.headers.append(header)
+        }
+        lock.lock()
+        defer { lock.unlock() }
+        guard response == nil else { return }
+        response = delivered
+        if suspended && !closed {
+            suspended = false
+            MHD_resume_connection(connection)
+        }
+    }
+
+    func take() -> HTTPResponse? {
+        lock.withLock { response }
+    }
+
+    func connectionClosed() {
+        lock.withLock { closed = true }
     }
 }
 

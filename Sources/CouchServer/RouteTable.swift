@@ -21,6 +21,7 @@ enum RouteTable {
         .scheduler(.job): [.GET: SchedulerRoutes.getJob],
         .scheduler(.documents): [.GET: SchedulerRoutes.getDocuments],
         .scheduler(.document): [.GET: SchedulerRoutes.getDocument],
+        .scheduler(.pending): [.GET: SchedulerRoutes.getPendingDocuments],
         .server(.membership): [.GET: ServerRoutes.getMembership],
         .server(.databasesInfo): [.GET: DatabasesInfoRoute.getDatabasesInfo, .POST: DatabasesInfoRoute.postDatabasesInfo],
         .server(.databaseUpdates): [.GET: DatabaseUpdatesRoute.getDatabaseUpdates],

@@ -36,11 +36,13 @@ import Testing
         #expect(pulled["ok"] == true, "\(pulled.serializedString())")
         #expect(try await a.documentCount("pulled") == 20)
         // Without credentials: a clear failure.
-        let refused = try await a.replicate(["source": "source", "target": JSONValue(plain + "pull")]).json
+        let (refusedStatus, refused) = try await a.replicate(["source": "source", "target": JSONValue(plain + "pull")])
+        #expect(refusedStatus == 401)
         #expect(refused["error"] == "unauthorized")
         #expect(refused["reason"] == JSONValue("unauthorized to access or create database \(plain)pull/"))
         // With a wrong password: a clear failure that does not repeat the password.
-        let wrong = try await a.replicate(["source": "source", "target": JSONValue("http://admin:WRONG@127.0.0.1:\(b.port)/pull")]).json
+        let (wrongStatus, wrong) = try await a.replicate(["source": "source", "target": JSONValue("http://admin:WRONG@127.0.0.1:\(b.port)/pull")])
+        #expect(wrongStatus == 401)
         #expect(wrong["error"] == "unauthorized")
         #expect(!wrong.serializedString().contains("WRONG"))
         #expect(wrong.serializedString().contains("admin:*****@"))

@@ -112,3 +112,18 @@ import Testing
         #expect(machine.handle(.sessionCompleted) == [])
     }
 }
+
+@Suite struct PersistentJobStateMachineTests {
+    @Test func aDocumentJobRetriesAPeerUnreachableFromTheStart() {
+        var machine = ReplicationStateMachine(continuous: false, backoff: Backoff(initialMilliseconds: 10, maximumMilliseconds: 40),
+                                              retriesBeforeOpening: true)
+        #expect(machine.handle(.start) == [.startSession])
+        let unreachable = ReplicationError(.peerUnreachable, "no")
+        #expect(machine.handle(.sessionFailed(unreachable)) == [.scheduleRetry(afterMilliseconds: 10)])
+        #expect(machine.state == .offline)
+        #expect(machine.handle(.retryTimerFired) == [.startSession])
+        var oneShot = ReplicationStateMachine(continuous: false)
+        _ = oneShot.handle(.start)
+        #expect(oneShot.handle(.sessionFailed(unreachable)) == [.finish(.failed(unreachable))], "`_replicate` fails")
+    }
+}

@@ -264,10 +264,18 @@ import Testing
         (status, result) = try await a.replicate(["source": "target", "target": "nosuch"])
         #expect(status == 404)
         #expect(result["error"] == "db_not_found")
-        // A remote source: the answer comes when the replication has failed.
+        // A remote source: the answer, status included, comes when the replication has failed.
         (status, result) = try await a.replicate(["source": JSONValue("http://127.0.0.1:\(b.port)/nosuch"), "target": "target"])
+        #expect(status == 404)
         #expect(result["error"] == "db_not_found")
         #expect(result["reason"] == JSONValue("could not open http://127.0.0.1:\(b.port)/nosuch/"))
+        (status, result) = try await a.replicate(["source": "target", "target": JSONValue("http://127.0.0.1:\(b.port)/nosuch")])
+        #expect(status == 404, "a remote target that is missing, without create_target")
+        #expect(result["error"] == "db_not_found")
+        // A peer that cannot be reached at all: 500 with the replicator's reason.
+        (status, result) = try await a.replicate(["source": "target", "target": "http://127.0.0.1:9/db", "retries_per_request": 0])
+        #expect(status == 500)
+        #expect(result["error"]?.stringValue != nil && result["reason"]?.stringValue != nil, "\(result.serializedString())")
         #expect(try await a.call("GET", "/_active_tasks").json == [])
         // Bad bodies are CouchDB's 400s.
         (status, result) = try await a.replicate(["source": "target"])

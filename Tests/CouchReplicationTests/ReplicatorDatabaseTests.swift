@@ -47,6 +47,9 @@ import Testing
         let docs = try await a.call("GET", "/_scheduler/docs").json
         #expect(docs["total_rows"] == 1)
         #expect(try await a.call("GET", "/_scheduler/docs?skip=1").json["docs"]?.arrayValue?.isEmpty == true)
+        let limited = try await a.call("GET", "/_scheduler/jobs?limit=0").json
+        #expect(limited["total_rows"] == 1 && limited["jobs"] == [] && limited["offset"] == 0)
+        #expect(try await a.call("GET", "/_scheduler/jobs?limit=-1").status == 400)
 
         // Continuous: CouchDB 3 writes no state into the document while it runs.
         let written = try await document(a, "r1")

@@ -73,7 +73,7 @@ enum AuthorizationPolicy {
         // Jobs name their peers and documents; CouchDB's `_scheduler` is for server admins.
         case .scheduler(let resource):
             switch resource {
-            case .jobs, .job, .documents, .document: return .serverAdmin
+            case .jobs, .job, .documents, .document, .pending: return .serverAdmin
             }
         }
     }

@@ -2,21 +2,19 @@ import CouchCore
 import CouchReplication
 import Foundation
 
-/// `POST /_replicate`: starts a replication (or joins the same one already running), or
-/// cancels one. A continuous replication answers `202 {"ok":true,"_local_id":...}` at
-/// once; a one-shot replication answers CouchDB's result (`ok`, `session_id`,
-/// `source_last_seq`, `history`, ...) when it is done — through a suspended streaming
-/// response, so a long replication holds a connection, not one of the listener's threads.
-///
-/// Errors found before the replication starts (a bad body, a missing local database)
-/// answer with CouchDB's status; errors found later by a one-shot replication (an
-/// unreachable or missing remote database) come as the same `{"error", "reason"}` body
-/// but under the status already sent (200).
+/// `POST /_replicate`: starts a replication through the scheduler (or joins the same one
+/// already running), or cancels one. A continuous replication answers
+/// `202 {"ok":true,"_local_id":...}` at once, as CouchDB 3 does; a one-shot replication
+/// answers CouchDB's result (`ok`, `session_id`, `source_last_seq`, `history`, ...) when it
+/// is done, or its failure with the status its error calls for (`db_not_found` 404,
+/// `unauthorized` 401, `forbidden` 403, others 500). The answer is deferred: until then
+/// the connection waits suspended, holding no listener thread.
 enum ReplicateRoute {
     static func postReplicate(_ context: RouteContext) throws -> HTTPResponse {
         try context.requireJSONContentType()
         let body = try context.jsonObjectBody()
-        let manager = context.server.replications
+        let scheduler = context.server.scheduler
+        let manager = scheduler.manager
         let request: ReplicationSettings.Request
         do {
             request = try ReplicationSettings.request(from: body)
@@ -25,40 +23,43 @@ enum ReplicateRoute {
         }
         switch request {
         case .cancelByID(let id):
-            return cancelled(manager.cancel(id: id))
+            return cancelled(scheduler.cancel(id: id))
         case .cancel(let settings):
             guard let id = manager.knownReplicationID(for: settings) else {
-                return stream(manager, settings, status: 200, cancelling: true)
+                return deferred(scheduler, settings, cancelling: true)
             }
-            return cancelled(manager.cancel(id: id.jobID))
+            return cancelled(scheduler.cancel(id: id.jobID))
         case .start(let settings):
-            if let missing = missingLocalDatabase(settings, context) {
-                var response = HTTPResponse.error(missing)
-                response.status = 404   // CouchDB's status for db_not_found
-                return response
-            }
+            if let missing = missingLocalDatabase(settings, context) { return failure(missing) }
             if settings.continuous, let id = manager.knownReplicationID(for: settings) {
                 do {
-                    _ = try manager.start(settings, id: id)
+                    _ = try scheduler.startNow(settings, id: id)
                 } catch {
                     return failure(error)
                 }
                 return .json(202, ["ok": true, "_local_id": JSONValue(id.jobID)])
             }
-            return stream(manager, settings, status: settings.continuous ? 202 : 200, cancelling: false)
+            return deferred(scheduler, settings, cancelling: false)
         }
     }
 
-    private static func cancelled(_ job: Replication?) -> HTTPResponse {
-        guard let job else { return .error(CouchError.notFound("missing")) }
-        return .json(200, ["ok": true, "_local_id": JSONValue(job.id.jobID)])
+    private static func cancelled(_ id: ReplicationID?) -> HTTPResponse {
+        guard let id else { return .error(CouchError.notFound("missing")) }
+        return .json(200, ["ok": true, "_local_id": JSONValue(id.jobID)])
     }
 
-    /// CouchDB's answer to a replication that could not run: 400 for a bad request, else
-    /// 500 with the error's name (a peer's 401 is the replication's failure, not the client's).
+    /// CouchDB's answer to a replication that could not run, with the status its error
+    /// calls for: 400 for a bad request, 404 for a missing database, 401/403 for refused
+    /// credentials, else 500.
     static func failure(_ error: ReplicationError) -> HTTPResponse {
         var response = HTTPResponse.error(error)
-        if error.kind != .badRequest { response.status = 500 }
+        switch error.kind {
+        case .badRequest: response.status = 400
+        case .databaseNotFound: response.status = 404
+        case .unauthorized: response.status = 401
+        case .forbidden: response.status = 403
+        default: response.status = 500
+        }
         return response
     }
 
@@ -74,91 +75,63 @@ enum ReplicateRoute {
         return nil
     }
 
-    private static func stream(_ manager: ReplicationManager, _ settings: ReplicationSettings, status: Int,
-                               cancelling: Bool) -> HTTPResponse {
-        let stream = ReplicationResultStream(manager: manager, settings: settings, cancelling: cancelling)
-        return HTTPResponse(status: status, headers: [("Content-Type", HTTPResponse.jsonContentType)], body: .stream(stream))
+    private static func deferred(_ scheduler: ReplicationScheduler, _ settings: ReplicationSettings,
+                                 cancelling: Bool) -> HTTPResponse {
+        HTTPResponse(status: 200, body: .deferred(ReplicationAnswer(scheduler: scheduler, settings: settings,
+                                                                    cancelling: cancelling)))
     }
 
-    /// The JSON body for a finished replication.
-    static func body(_ outcome: Replication.Outcome) -> JSONValue {
+    /// The answer for a finished replication.
+    static func response(_ outcome: Replication.Outcome) -> HTTPResponse {
         switch outcome {
         case .completed(let log):
             var result: JSONObject = ["ok": true]
             for (key, value) in log { result[key] = value }
-            return .object(result)
+            return .json(200, .object(result))
         case .failed(let error):
-            return error.json
+            return failure(error)
         case .cancelled:
-            return CouchError(.stopped, "The replication was cancelled.").json
+            return failure(CouchError(.stopped, "The replication was cancelled."))
         }
     }
 }
 
-/// The body of a `_replicate` answer that waits for the replication: empty (the
-/// connection suspended) until the job has started (continuous) or finished (one-shot).
-final class ReplicationResultStream: ResponseStream, @unchecked Sendable {
-    private let manager: ReplicationManager
+/// The deferred answer of `_replicate`: computed once the replication ID is known (a
+/// named filter's code may have to be fetched) and, for a one-shot replication, once the
+/// job has finished.
+final class ReplicationAnswer: DeferredResponse, @unchecked Sendable {
+    private let scheduler: ReplicationScheduler
     private let settings: ReplicationSettings
     private let cancelling: Bool
-    private let lock = NSLock()
-    private var output: [UInt8]?
-    private var offset = 0
 
-    init(manager: ReplicationManager, settings: ReplicationSettings, cancelling: Bool) {
-        self.manager = manager
+    init(scheduler: ReplicationScheduler, settings: ReplicationSettings, cancelling: Bool) {
+        self.scheduler = scheduler
         self.settings = settings
         self.cancelling = cancelling
     }
 
-    func start(wake: @escaping @Sendable () -> Void) {
-        let (manager, settings, cancelling) = (self.manager, self.settings, self.cancelling)
+    func start(deliver: @escaping @Sendable (HTTPResponse) -> Void) {
+        let (scheduler, settings, cancelling) = (self.scheduler, self.settings, self.cancelling)
         ReplicationTasks.task {
-            let answer: JSONValue
             do {
+                let id = try await scheduler.manager.replicationID(for: settings)
                 if cancelling {
-                    let id = try await manager.replicationID(for: settings)
-                    answer = manager.cancel(id: id.jobID) != nil
-                        ? ["ok": true, "_local_id": JSONValue(id.jobID)] : ["error": "not found"]
+                    let cancelled = scheduler.cancel(id: id.jobID)
+                    deliver(cancelled == nil ? .error(CouchError.notFound("missing"))
+                                             : .json(200, ["ok": true, "_local_id": JSONValue(id.jobID)]))
+                    return
+                }
+                let job = try scheduler.startNow(settings, id: id)
+                if settings.continuous {
+                    deliver(.json(202, ["ok": true, "_local_id": JSONValue(job.id.jobID)]))
                 } else {
-                    let job = try await manager.start(settings)
-                    if settings.continuous {
-                        answer = ["ok": true, "_local_id": JSONValue(job.id.jobID)]
-                    } else {
-                        answer = ReplicateRoute.body(await job.waitForOutcome())
-                    }
+                    deliver(ReplicateRoute.response(await job.waitForOutcome()))
                 }
             } catch let error as ReplicationError {
-                answer = error.json
+                deliver(ReplicateRoute.failure(error))
             } catch {
-                answer = ReplicationError(.unknown, String(describing: error)).json
+                deliver(ReplicateRoute.failure(ReplicationError(.unknown, String(describing: error))))
             }
-            self.deliver(answer)
-            wake()
         }
     }
-
-    private func deliver(_ answer: JSONValue) {
-        var bytes = answer.serialized()
-        bytes.append(UInt8(ascii: "\n"))
-        lock.lock()
-        output = bytes
-        lock.unlock()
-    }
-
-    func read(into buffer: UnsafeMutableRawBufferPointer) -> StreamChunk {
-        lock.lock()
-        defer { lock.unlock() }
-        guard let output else { return .waiting }
-        guard offset < output.count else { return .end }
-        let count = min(buffer.count, output.count - offset)
-        output.withUnsafeBytes { source in
-            buffer.baseAddress!.copyMemory(from: source.baseAddress! + offset, byteCount: count)
-        }
-        offset += count
-        return .data(count)
-    }
-
-    /// The client went away; the replication goes on (as in CouchDB).
-    func close() {}
 }

@@ -33,6 +33,20 @@ enum SchedulerRoutes {
         return .json(200, document)
     }
 
+    /// Couchette's `GET /_scheduler/docs/{db}/{docid}/_pending`: the IDs of the local documents
+    /// a push job has not copied yet (`{"since", "pending": [...]}`), or with `?doc_id=X`
+    /// whether that one is pending (`{"doc_id", "pending": true|false}`).
+    static func getPendingDocuments(_ context: RouteContext) throws -> HTTPResponse {
+        guard case .scheduler(.pending(let database, let id)) = context.endpoint,
+              let pending = try context.server.replicatorDatabase.pendingDocumentIDs(database: database, id: id) else {
+            throw CouchError(.notFound, "unknown")
+        }
+        if let documentID = context.request.queryValue("doc_id") {
+            return .json(200, ["doc_id": JSONValue(documentID), "pending": JSONValue(pending.ids.contains(documentID))])
+        }
+        return .json(200, ["since": pending.since, "pending": .array(pending.ids.map { JSONValue($0) })])
+    }
+
     private static func page(_ context: RouteContext, _ entries: [JSONValue], key: String, defaultLimit: Int?) throws -> HTTPResponse {
         let skip = try context.nonNegativeIntOption("skip") ?? 0
         let limit = try context.nonNegativeIntOption("limit") ?? defaultLimit ?? entries.count
