@@ -117,3 +117,27 @@ import Testing
         #expect(environment.map { "\($0.section)/\($0.key)=\($0.value)" } == ["admins/Alice=pw", "couchdb/max_document_size=42"])
     }
 }
+
+@Suite struct MaintenanceModeTests {
+    @Test func upFollowsMaintenanceModeAndStorage() throws {
+        let server = try TestServer()
+        defer {
+            chmod(server.directory, 0o700)
+            server.stop()
+        }
+        #expect(try server.json("GET", "/_up").json["status"] == "ok")
+        #expect(try server.json("PUT", "/_node/_local/_config/couchdb/maintenance_mode", body: #""true""#).status == 200)
+        let maintenance = try server.json("GET", "/_up")
+        #expect(maintenance.status == 404)
+        #expect(maintenance.json == ["status": "maintenance_mode"])
+        #expect(try server.json("PUT", "/_node/_local/_config/couchdb/maintenance_mode", body: #""nolb""#).status == 200)
+        #expect(try server.json("GET", "/_up").json == ["status": "nolb"])
+        #expect(try server.json("PUT", "/_node/_local/_config/couchdb/maintenance_mode", body: #""false""#).status == 200)
+        #expect(try server.json("GET", "/_up").status == 200)
+        // A data directory that cannot be written is reported (root ignores permissions).
+        if getuid() != 0 {
+            chmod(server.directory, 0o500)
+            #expect(try server.json("GET", "/_up").status == 404)
+        }
+    }
+}

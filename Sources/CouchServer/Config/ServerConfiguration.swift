@@ -14,6 +14,8 @@ public struct ServerConfiguration: Sendable {
     public var maximumDocumentSize = 8_000_000
     /// CouchDB's `[couchdb] max_dbs_open`: databases kept open at once (idle ones beyond it are closed).
     public var maximumOpenDatabases = 500
+    /// `[couchdb] maintenance_mode`: `true` or `nolb` make `/_up` answer 404.
+    public var maintenanceMode = "false"
     public var authentication = AuthenticationConfiguration()
     public var cors = CORSConfiguration()
     /// `[log] level`: debug, info, notice, warning, error, critical (CouchDB's names).
@@ -156,6 +158,7 @@ extension ServerConfiguration {
         if let address = file.value("bind_address", in: "chttpd", "httpd") { listener.bindAddress = address }
         if let size = try int("max_http_request_size", "chttpd", "httpd") { listener.maximumBodySize = size }
         if let size = try int("max_document_size", "couchdb") { maximumDocumentSize = size }
+        if let mode = file.value("maintenance_mode", in: "couchdb") { maintenanceMode = mode.lowercased() }
         if let count = try int("max_dbs_open", "couchdb") {
             guard count > 0 else { throw ConfigurationError("max_dbs_open must be positive") }
             maximumOpenDatabases = count
