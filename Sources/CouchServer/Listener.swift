@@ -20,6 +20,10 @@ public struct ListenerConfiguration: Sendable {
     public var maximumHeaderSize = 16 * 1024
     /// Seconds a new connection has to send its first request's head, however it trickles.
     public var headerTimeoutSeconds = 30.0
+    /// A request body must arrive at `minimumBodyRate` bytes per second on average once
+    /// `bodyGraceSeconds` have passed since its head, or its connection is closed.
+    public var bodyGraceSeconds = 30.0
+    public var minimumBodyRate = 16 * 1024
     /// Connections one client address may hold; nil: a quarter of `connectionLimit`, or all of it
     /// when bound to loopback (where every client has the same address).
     public var maximumConnectionsPerAddress: Int?
@@ -42,6 +46,8 @@ public final class Listener: @unchecked Sendable {
     private var acceptor: Acceptor?
     /// Suspended feeds whose client hangs up are resumed, so that their connection closes.
     private(set) var hangups: HangupWatcher?
+    /// Bodies that trickle in too slowly have their connection closed.
+    private var bodyDeadlines: BodyDeadlines?
     private let connectionsLock = NSLock()
     private var connectionCount = 0
     private var connectionsByAddress: [UInt32: Int] = [:]
@@ -124,6 +130,8 @@ public final class Listener: @unchecked Sendable {
         self.daemon = daemon
         self.acceptor = acceptor
         hangups = HangupWatcher()
+        bodyDeadlines = BodyDeadlines(graceSeconds: configuration.bodyGraceSeconds,
+                                      minimumRate: configuration.minimumBodyRate, logger: logger)
         port = acceptor.port
         acceptor.start()
     }
@@ -143,6 +151,8 @@ public final class Listener: @unchecked Sendable {
         MHD_stop_daemon(daemon)
         hangups?.stop()
         hangups = nil
+        bodyDeadlines?.stop()
+        bodyDeadlines = nil
         self.daemon = nil
     }
 
@@ -189,6 +199,9 @@ public final class Listener: @unchecked Sendable {
             // Refused at once when the headers say so, before a client that sent
             // `Expect: 100-continue` sends the body.
             if let refusal = refusal(state, adding: 0) { return refuse(refusal, state: state, method: method, url: url) }
+            if state.expectsBody {
+                bodyDeadlines?.watch(state, descriptor: couchette_mhd_connection_fd(connection), label: "\(method) \(url)")
+            }
             return .YES
         }
         let state = Unmanaged<RequestState>.fromOpaque(raw).takeUnretainedValue()
@@ -207,6 +220,7 @@ public final class Listener: @unchecked Sendable {
         if let refusal = refusal(state, adding: count) { return refuse(refusal, state: state, method: method, url: url) }
         if count > 0 {
             state.received += count
+            if state.expectsBody { bodyDeadlines?.received(count, for: state) }
             guard let upload else { return .YES }
             let bytes = UnsafeRawBufferPointer(start: upload, count: count)
             if let sink = state.sink {
@@ -219,6 +233,7 @@ public final class Listener: @unchecked Sendable {
             return .YES
         }
         state.responded = true
+        if state.expectsBody { bodyDeadlines?.unwatch(state) }
         let request = state.makeRequest()
         let response: HTTPResponse
         let urlLength = request.query.reduce(url.utf8.count) { $0 + $1.name.utf8.count + $1.value.utf8.count + 2 }
@@ -247,6 +262,7 @@ public final class Listener: @unchecked Sendable {
 
     private func refuse(_ error: CouchError, state: RequestState, method: String, url: String) -> MHD_Result {
         state.responded = true
+        if state.expectsBody { bodyDeadlines?.unwatch(state) }
         state.sink?.abort()
         logger.info("\(method) \(url) \(error.status) \(error.reason)")
         return queue(.error(error), state: state, closing: true)
@@ -299,6 +315,7 @@ public final class Listener: @unchecked Sendable {
 
     fileprivate func completed(state raw: UnsafeMutableRawPointer) {
         let state = Unmanaged<RequestState>.fromOpaque(raw).takeRetainedValue()
+        if state.expectsBody { bodyDeadlines?.unwatch(state) }
         if !state.responded { state.sink?.abort() }
         if let waiting = state.deferred {
             waiting.connectionClosed()
@@ -324,6 +341,10 @@ final class RequestState {
     /// Ambiguous body framing (a request-smuggling attempt): refused before the body is read.
     private(set) var framingError: CouchError?
     var responded = false
+    /// A body follows the head (a non-zero length or a transfer coding): it has a deadline.
+    var expectsBody: Bool {
+        headers["transfer-encoding"] != nil || (headers["content-length"].map { $0 != "0" } ?? false)
+    }
     /// Bytes of the request's header lines, as received.
     private(set) var headerBytes = 0
     var stream: StreamConnection?
