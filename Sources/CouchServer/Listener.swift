@@ -236,11 +236,8 @@ public final class Listener: @unchecked Sendable {
         if state.expectsBody { bodyDeadlines?.unwatch(state) }
         let request = state.makeRequest()
         let response: HTTPResponse
-        let urlLength = request.query.reduce(url.utf8.count) { $0 + $1.name.utf8.count + $1.value.utf8.count + 2 }
         if state.sinkError != nil { state.sink?.abort() }
-        if urlLength > configuration.maximumURLLength {
-            response = .error(CouchError(.uriTooLong, "URL is too long"))
-        } else if let error = state.sinkError {
+        if let error = state.sinkError {
             response = .error(error as? CouchError ?? CouchError.badRequest("cannot read the request body"))
         } else {
             response = handler.handle(request)
@@ -249,8 +246,10 @@ public final class Listener: @unchecked Sendable {
         return queue(response, state: state, closing: false)
     }
 
-    /// A request over the header or body limits.
+    /// A request over the URL, header or body limits, or with ambiguous framing. Checked from
+    /// the first call on, for every request of a connection: the `Acceptor` vets only the first.
     private func refusal(_ state: RequestState, adding count: Int) -> CouchError? {
+        if state.targetLength > configuration.maximumURLLength { return CouchError(.uriTooLong, "URL is too long") }
         if let framing = state.framingError { return framing }
         if state.headerBytes > configuration.maximumHeaderSize {
             return CouchError(.headerTooLarge, "Request headers are too large")
@@ -352,6 +351,8 @@ final class RequestState {
     let started = DispatchTime.now()
     private var headers: [String: String] = [:]
     private var query: [(name: String, value: String)] = []
+    /// The request target's length, about as sent (path, `?`, `=` and `&` included).
+    private(set) var targetLength = 0
 
     init(method: String, path: String, connection: OpaquePointer, listener: Listener) {
         self.method = method
@@ -360,6 +361,7 @@ final class RequestState {
         let context = Unmanaged.passUnretained(self).toOpaque()
         MHD_get_connection_values(connection, .HEADER_KIND, collectHeader, context)
         MHD_get_connection_values(connection, .GET_ARGUMENT_KIND, collectArgument, context)
+        targetLength = query.reduce(path.utf8.count) { $0 + $1.name.utf8.count + $1.value.utf8.count + 2 }
         sink = listener.handler.bodySink(method: method, path: path, headers: headers)
         let limit = sink == nil ? listener.configuration.maximumBodySize : listener.configuration.maximumUploadSize
         if let length = headers["content-length"].flatMap(Int.init), length > limit {
