@@ -29,6 +29,10 @@ public struct DesignDocument: Sendable {
         var document: JSONObject = ["_id": JSONValue(id.rawValue), "_rev": JSONValue(revision)]
         for (key, value) in body where key != "_id" && key != "_rev" { document[key] = value }
         json = JSONValue.object(document).serialized()
+        // Functions in another language (`"language": "query"` for Mango indexes, ...) are not
+        // JavaScript: Couchette neither compiles nor runs them.
+        let isJavaScript = (body["language"]?.stringValue ?? "javascript") == "javascript"
+        let body = isJavaScript ? body : JSONObject()
         validation = body["validate_doc_update"]?.stringValue
         var functions: [(FunctionKind, String, String)] = []
         if let validation { functions.append((.validation, id.rawValue, validation)) }
@@ -66,7 +70,8 @@ public struct DesignDocument: Sendable {
 
     /// Whether the body holds JavaScript at all (else saving it compiles nothing).
     static func hasFunctions(_ body: JSONObject) -> Bool {
-        ["validate_doc_update", "filters", "views", "shows", "lists", "updates"].contains { body[$0] != nil }
+        guard (body["language"]?.stringValue ?? "javascript") == "javascript" else { return false }
+        return ["validate_doc_update", "filters", "views", "shows", "lists", "updates"].contains { body[$0] != nil }
     }
 
     /// The cache key of one function of this revision.

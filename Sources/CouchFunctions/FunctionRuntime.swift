@@ -10,12 +10,12 @@ import Foundation
 public final class FunctionRuntime: DocumentValidator, @unchecked Sendable {
     let pool: ContextPool
     let securityObjectProvider: @Sendable (Database) -> JSONObject
-    private let lock = NSLock()
-    private var natives = NativeFunctions()
+    let lock = NSLock()
+    var natives = NativeFunctions()
     private var designs: [DatabaseName: LoadedDesigns] = [:]
 
     /// The design documents of one database as of one design generation.
-    private struct LoadedDesigns {
+    struct LoadedDesigns {
         let instance: String
         let generation: Int
         let documents: [DesignDocument]
@@ -73,7 +73,7 @@ public final class FunctionRuntime: DocumentValidator, @unchecked Sendable {
         try loaded(database).documents
     }
 
-    private func loaded(_ database: Database) throws(CouchError) -> LoadedDesigns {
+    func loaded(_ database: Database) throws(CouchError) -> LoadedDesigns {
         let generation = database.designGeneration
         if let cached = lock.withLock({ designs[database.name] }),
            cached.generation == generation, cached.instance == database.instanceStartTime {
@@ -98,73 +98,6 @@ public final class FunctionRuntime: DocumentValidator, @unchecked Sendable {
         let loaded = LoadedDesigns(instance: database.instanceStartTime, generation: generation, documents: documents)
         lock.withLock { designs[database.name] = loaded }
         return loaded
-    }
-
-    // MARK: Validation (the store's hook)
-
-    public func validates(_ database: Database) -> Bool {
-        if !lock.withLock({ natives.validations(for: database.name).isEmpty }) { return true }
-        return ((try? loaded(database).validations.isEmpty) ?? true) == false
-    }
-
-    public func validate(_ write: ProposedWrite, in database: Database) throws(CouchError) {
-        // A design document is checked for functions that do not compile; validation
-        // functions do not apply to it (only admins write it), as in CouchDB.
-        if write.documentID.isDesign {
-            if write.newDocument["_deleted"] != true { try checkDesignDocument(write.documentID, body: write.newDocument) }
-            return
-        }
-        let natives = lock.withLock { self.natives.validations(for: database.name) }
-        let scripts = try loaded(database).validations
-        guard !natives.isEmpty || !scripts.isEmpty else { return }
-        let userContext = Self.userContext(write.user, database: database.name)
-        let security = JSONValue.object(securityObjectProvider(database))
-        let newDocument = JSONValue.object(write.newDocument)
-        let oldDocument = write.oldDocument.map(JSONValue.object) ?? .null
-        for native in natives {
-            do {
-                try native(ValidationArguments(newDocument: newDocument, oldDocument: oldDocument,
-                                               userContext: userContext, securityObject: security))
-            } catch let error as CouchError {
-                throw error
-            } catch {
-                throw CouchError(.unknownError, String(describing: error))
-            }
-        }
-        guard !scripts.isEmpty else { return }
-        let arguments = [newDocument, oldDocument, userContext, security].map { $0.serialized() }
-        try run { context in
-            // Each argument becomes an engine value once, whatever the number of functions.
-            let values = arguments.map { context.retain(context.value(json: $0)) }
-            defer { values.forEach(context.release) }
-            for design in scripts {
-                let function = try context.function(design.key(.validation, "", database: database.name),
-                                                    source: design.validation ?? "", designDocument: design.json)
-                do {
-                    _ = try context.call(function, arguments: values)
-                } catch let thrown as ScriptThrow {
-                    throw Self.validationError(thrown, context: context)
-                }
-            }
-        }
-    }
-
-    /// CouchDB's reading of what a validation function threw: `{forbidden}` → 403,
-    /// `{unauthorized}` → 401, another one-member object or a string → `unknown_error`.
-    private static func validationError(_ thrown: ScriptThrow, context: ScriptContext) -> CouchError {
-        switch context.thrownValue(thrown.value) {
-        case .object(let object)?:
-            if let reason = object["forbidden"] { return CouchError(.forbidden, reason.stringValue ?? reason.serializedString()) }
-            if let reason = object["unauthorized"] { return CouchError(.unauthorized, reason.stringValue ?? reason.serializedString()) }
-            if object.count == 1 {
-                for (_, reason) in object { return CouchError(.unknownError, reason.stringValue ?? reason.serializedString()) }
-            }
-        case .string(let reason)?:
-            return CouchError(.unknownError, reason)
-        default:
-            break
-        }
-        return context.scriptError(thrown.value)
     }
 
     /// `userCtx` as CouchDB builds it: `{db, name, roles}`.

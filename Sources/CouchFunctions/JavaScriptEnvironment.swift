@@ -68,6 +68,25 @@ enum JavaScriptEnvironment {
         for (var i = 0; i < docs.length; i++) { passed += filter(docs[i], req) ? "1" : "0"; }
         return passed;
       };
+      // Validations of several writes in one entry into the engine: for each entry
+      // [newDoc, oldDoc, userCtx], null when every function passed it, else what the first
+      // that refused threw ({thrown: value}) or the Error it raised ({error: [name, message]}).
+      state.validateBatch = function(functions, entries, secObj) {
+        var results = [];
+        for (var i = 0; i < entries.length; i++) {
+          var entry = entries[i], result = null;
+          for (var j = 0; j < functions.length && result === null; j++) {
+            try {
+              functions[j](entry[0], entry[1], entry[2], secObj);
+            } catch (error) {
+              if (error && error.name && error.stack) { result = {error: [String(error.name), String(error.message)]}; }
+              else { result = {thrown: error === undefined ? null : error}; }
+            }
+          }
+          results.push(result);
+        }
+        return results;
+      };
       return state;
     })();
 

@@ -46,6 +46,7 @@ final class ScriptContext: @unchecked Sendable {
     deinit {
         for function in functions.values { JSValueUnprotect(context, function) }
         if let filterBatch { JSValueUnprotect(context, filterBatch) }
+        if let validationBatch { JSValueUnprotect(context, validationBatch) }
         JSContextGroupClearExecutionTimeLimit(group)
         JSGlobalContextRelease(context)
         JSContextGroupRelease(group)
@@ -53,7 +54,8 @@ final class ScriptContext: @unchecked Sendable {
 
     /// Called by the watchdog on the executing thread every `tick` of CPU time.
     fileprivate func limitReached() -> Bool {
-        let elapsed = Double(DispatchTime.now().uptimeNanoseconds - callStarted.uptimeNanoseconds) / 1e9
+        let now = DispatchTime.now().uptimeNanoseconds
+        let elapsed = Double(now > callStarted.uptimeNanoseconds ? now - callStarted.uptimeNanoseconds : 0) / 1e9
         if elapsed > limits.timeout {
             stoppedBy = .timeout
             return true
@@ -171,12 +173,37 @@ final class ScriptContext: @unchecked Sendable {
 
     /// `__couchette.filterBatch`: a filter applied to an array of documents in one call, as
     /// each entry into the engine costs more than a small function's work.
-    lazy var filterBatch: JSObjectRef? = {
-        guard let value = try? evaluate("__couchette.filterBatch", name: "filter-batch.js"),
+    lazy var filterBatch: JSObjectRef? = environmentFunction("filterBatch")
+    lazy var validationBatch: JSObjectRef? = environmentFunction("validateBatch")
+
+    private func environmentFunction(_ name: String) -> JSObjectRef? {
+        guard let value = try? evaluate("__couchette.\(name)", name: name + ".js"),
               let object = JSValueToObject(context, value, nil) else { return nil }
         JSValueProtect(context, object)
         return object
-    }()
+    }
+
+    /// Runs `__couchette.validateBatch`: one outcome per entry (see the environment).
+    func validateBatch(functions: [JSObjectRef], entries: [UInt8], securityObject: [UInt8]) throws(CouchError) -> [JSONValue] {
+        guard let driver = validationBatch else { throw CouchError.internalError("JavaScript environment is incomplete") }
+        var exception: JSValueRef?
+        let list = functions.withUnsafeBufferPointer { buffer -> JSObjectRef? in
+            buffer.withMemoryRebound(to: JSValueRef?.self) { JSObjectMakeArray(context, buffer.count, $0.baseAddress, &exception) }
+        }
+        let values = [list, value(json: entries), value(json: securityObject)].map(retain)
+        defer { values.forEach(release) }
+        do {
+            let outcome = json(try call(driver, arguments: values))
+            guard case .array(let outcomes)? = outcome else { throw CouchError.internalError("validation answered no result") }
+            return outcomes
+        } catch let thrown as ScriptThrow {
+            throw scriptError(thrown.value)
+        } catch let error as CouchError {
+            throw error
+        } catch {
+            throw CouchError.internalError("validation failed: \(error)")
+        }
+    }
 
     /// Keeps `value` alive across calls until `release`.
     func retain(_ value: JSValueRef?) -> JSValueRef? {
@@ -191,7 +218,7 @@ final class ScriptContext: @unchecked Sendable {
     // MARK: Calling
 
     /// Calls `function` with `this` and arguments; throws what the function threw (read it
-    /// with `scriptError` or `thrownValue`).
+    /// with `scriptError`).
     func call(_ function: JSObjectRef, this: JSObjectRef? = nil, arguments: [JSValueRef?]) throws(ScriptThrow) -> JSValueRef? {
         var exception: JSValueRef?
         let result = arguments.withUnsafeBufferPointer { buffer in
@@ -234,8 +261,8 @@ final class ScriptContext: @unchecked Sendable {
     static func string(_ string: JSStringRef) -> String {
         let capacity = JSStringGetMaximumUTF8CStringSize(string)
         var buffer = [CChar](repeating: 0, count: capacity)
-        _ = JSStringGetUTF8CString(string, &buffer, capacity)
-        return String(cString: buffer)
+        let written = JSStringGetUTF8CString(string, &buffer, capacity)   // counts the terminating NUL
+        return String(decoding: buffer.prefix(max(0, written - 1)).map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     func string(_ value: JSValueRef) -> String {
@@ -246,7 +273,7 @@ final class ScriptContext: @unchecked Sendable {
 
     /// What a thrown value means, after couchjs's `handleError`: the watchdog's stop,
     /// `["error", name, reason]`, `{error, reason}`, an Error (`name: message`), anything
-    /// else as `unnamed_error`. Validation reads its own forms first (`ValidationOutcome`).
+    /// else as `unnamed_error`. Validation reads its own forms (`FunctionRuntime+Validation`).
     func scriptError(_ exception: JSValueRef) -> CouchError {
         switch stoppedBy {
         case .timeout:
@@ -278,12 +305,6 @@ final class ScriptContext: @unchecked Sendable {
         defer { JSStringRelease(key) }
         guard let property = JSObjectGetProperty(context, object, key, nil), JSValueIsString(context, property) else { return nil }
         return string(property)
-    }
-
-    /// The thrown value as JSON, when it is not an Error (validation's `{forbidden: ...}`).
-    func thrownValue(_ exception: JSValueRef) -> JSONValue? {
-        guard stoppedBy == nil, property(exception, "stack") == nil else { return nil }
-        return json(exception)
     }
 
     private static func seconds(_ value: Double) -> String {

@@ -272,24 +272,31 @@ extension Database {
         guard active || prepared.contains(where: { (try? $0.get().edit.id?.isDesign) == true }) else {
             return prepared.map { _ in .success(.notChecked) }
         }
-        let checked: [Result<ValidationCheck, CouchError>]? = try? readers.withConnection { connection in
-            prepared.map { preparation -> Result<ValidationCheck, CouchError> in
-                guard case .success(let edit) = preparation, active || edit.edit.id?.isDesign == true else {
-                    return .success(.notChecked)
-                }
+        // Read what every edit is validated against, then validate them together.
+        var results = prepared.map { _ in Result<ValidationCheck, CouchError>.success(.notChecked) }
+        var proposals: [(index: Int, write: ProposedWrite, oldRevision: RevisionID?)] = []
+        let read: Void? = try? readers.withConnection { connection in
+            for (index, preparation) in prepared.enumerated() {
+                guard case .success(let edit) = preparation, active || edit.edit.id?.isDesign == true else { continue }
                 do {
-                    guard let proposal = try self.proposedWrite(edit, newEdits: newEdits, user: user,
-                                                                connection: connection) else { return .success(.notChecked) }
-                    try validator.validate(proposal.write, in: self)
-                    return .success(.checked(oldRevision: proposal.oldRevision))
-                } catch let error as CouchError {
-                    return .failure(error)
+                    if let proposal = try self.proposedWrite(edit, newEdits: newEdits, user: user, connection: connection) {
+                        proposals.append((index, proposal.write, proposal.oldRevision))
+                    }
                 } catch {
-                    return .success(.notChecked)
+                    // Left to the writer, which meets the same error or checks again.
                 }
             }
         }
-        return checked ?? prepared.map { _ in .success(.notChecked) }
+        guard read != nil, !proposals.isEmpty else { return results }
+        let errors = validator.validate(proposals.map(\.write), in: self)
+        for (position, proposal) in proposals.enumerated() {
+            if position < errors.count, let error = errors[position] {
+                results[proposal.index] = .failure(error)
+            } else {
+                results[proposal.index] = .success(.checked(oldRevision: proposal.oldRevision))
+            }
+        }
+        return results
     }
 
     /// Inside the writer: validates an edit not checked before, or whose old revision is no

@@ -9,6 +9,21 @@ public protocol DocumentValidator: Sendable {
     func validates(_ database: Database) -> Bool
     /// Throws the error that refuses the write (`forbidden`, `unauthorized`, ...).
     func validate(_ write: ProposedWrite, in database: Database) throws(CouchError)
+    /// The writes of one request together: for each, the error that refuses it or nil.
+    func validate(_ writes: [ProposedWrite], in database: Database) -> [CouchError?]
+}
+
+extension DocumentValidator {
+    public func validate(_ writes: [ProposedWrite], in database: Database) -> [CouchError?] {
+        writes.map { write -> CouchError? in
+            do {
+                try validate(write, in: database)
+                return nil
+            } catch {
+                return error as? CouchError ?? CouchError(.unknownError, "\(error)")
+            }
+        }
+    }
 }
 
 /// A revision about to be written, as CouchDB hands it to validation functions.

@@ -1,0 +1,106 @@
+import CouchCore
+import CouchStore
+
+/// Validation, as the store's `DocumentValidator`: native validations, then every design
+/// document's `validate_doc_update`. The writes of one request are validated together, in
+/// one entry into the engine, as each entry costs more than a small function's work.
+extension FunctionRuntime {
+    public func validates(_ database: Database) -> Bool {
+        if !lock.withLock({ natives.validations(for: database.name).isEmpty }) { return true }
+        return ((try? loaded(database).validations.isEmpty) ?? true) == false
+    }
+
+    public func validate(_ write: ProposedWrite, in database: Database) throws(CouchError) {
+        if let error = validate([write], in: database).first ?? nil { throw error }
+    }
+
+    public func validate(_ writes: [ProposedWrite], in database: Database) -> [CouchError?] {
+        var results = [CouchError?](repeating: nil, count: writes.count)
+        let natives = lock.withLock { self.natives.validations(for: database.name) }
+        let scripts: [DesignDocument]
+        do {
+            scripts = try loaded(database).validations
+        } catch {
+            return results.map { _ in error }
+        }
+        let security = JSONValue.object(securityObjectProvider(database))
+        var pending: [Int] = []
+        for (index, write) in writes.enumerated() {
+            // A design document is checked for functions that do not compile; validation
+            // functions do not apply to it (only admins write it), as in CouchDB.
+            if write.documentID.isDesign {
+                if write.newDocument["_deleted"] != true {
+                    do { try checkDesignDocument(write.documentID, body: write.newDocument) } catch { results[index] = error }
+                }
+                continue
+            }
+            let userContext = Self.userContext(write.user, database: database.name)
+            do {
+                for native in natives {
+                    try native(ValidationArguments(newDocument: .object(write.newDocument),
+                                                   oldDocument: write.oldDocument.map(JSONValue.object) ?? .null,
+                                                   userContext: userContext, securityObject: security))
+                }
+                if !scripts.isEmpty { pending.append(index) }
+            } catch let error as CouchError {
+                results[index] = error
+            } catch {
+                results[index] = CouchError(.unknownError, String(describing: error))
+            }
+        }
+        guard !pending.isEmpty else { return results }
+        // [[newDoc, oldDoc, userCtx], ...]: one JSON text, one conversion into the engine.
+        var entries: [UInt8] = [UInt8(ascii: "[")]
+        for (position, index) in pending.enumerated() {
+            let write = writes[index]
+            if position > 0 { entries.append(UInt8(ascii: ",")) }
+            entries += JSONValue.array([.object(write.newDocument), write.oldDocument.map(JSONValue.object) ?? .null,
+                                        Self.userContext(write.user, database: database.name)]).serialized()
+        }
+        entries.append(UInt8(ascii: "]"))
+        let securityJSON = security.serialized()
+        do {
+            let outcomes = try run { context -> [JSONValue] in
+                let functions = try scripts.map { design throws(CouchError) in
+                    try context.function(design.key(.validation, "", database: database.name),
+                                         source: design.validation ?? "", designDocument: design.json)
+                }
+                return try context.validateBatch(functions: functions, entries: entries, securityObject: securityJSON)
+            }
+            for (position, index) in pending.enumerated() where position < outcomes.count {
+                results[index] = Self.validationError(outcomes[position])
+            }
+        } catch {
+            for index in pending { results[index] = error }
+        }
+        return results
+    }
+
+    /// CouchDB's reading of one validation's outcome: nothing (it passed), a thrown value
+    /// (`{forbidden}` → 403, `{unauthorized}` → 401, another one-member object or a string →
+    /// `unknown_error`, `["error", name, reason]` → that error), or an `Error` (its name).
+    static func validationError(_ outcome: JSONValue) -> CouchError? {
+        if case .array(let error)? = outcome["error"], error.count == 2, let name = error[0].stringValue {
+            return CouchError.named(name, "\(name): \(error[1].stringValue ?? "")")
+        }
+        guard let thrown = outcome["thrown"] else { return nil }
+        switch thrown {
+        case .object(let object):
+            if let reason = object["forbidden"] { return CouchError(.forbidden, reason.stringValue ?? reason.serializedString()) }
+            if let reason = object["unauthorized"] { return CouchError(.unauthorized, reason.stringValue ?? reason.serializedString()) }
+            if let name = object["error"]?.stringValue, let reason = object["reason"] {
+                return CouchError.named(name, reason.stringValue ?? reason.serializedString())
+            }
+            if object.count == 1 {
+                for (_, reason) in object { return CouchError(.unknownError, reason.stringValue ?? reason.serializedString()) }
+            }
+        case .string(let reason):
+            return CouchError(.unknownError, reason)
+        case .array(let items) where items.count == 3 && items[0] == "error":
+            if let name = items[1].stringValue { return CouchError.named(name, items[2].stringValue ?? items[2].serializedString()) }
+        default:
+            break
+        }
+        return CouchError.named("unnamed_error", thrown.serializedString())
+    }
+}
