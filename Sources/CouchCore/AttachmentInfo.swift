@@ -11,7 +11,8 @@ public struct AttachmentInfo: Sendable, Equatable {
     /// `gzip` when stored compressed; the stored length is then `encodedLength`.
     public var encoding: String?
     public var encodedLength: Int?
-    /// The blob's file name in the attachment store (hex SHA-256 of the stored bytes).
+    /// The blob's file name in the attachment store (hex SHA-256 of the stored bytes);
+    /// empty when the body is absent (see `isBodyAbsent`).
     public var blobKey: String
 
     public init(name: String, contentType: String, length: Int, digest: String, revpos: Int,
@@ -27,6 +28,23 @@ public struct AttachmentInfo: Sendable, Equatable {
     }
 
     public var storedLength: Int { encodedLength ?? length }
+
+    /// The metadata is known but the body was never stored here (a replication that left
+    /// bodies to be fetched on demand); `Database.fillAbsentBody` stores it later.
+    public var isBodyAbsent: Bool { blobKey.isEmpty }
+
+    /// An attachment known by its metadata alone, its body absent.
+    public static func absent(name: String, contentType: String, length: Int, digest: String, revpos: Int,
+                              encoding: String? = nil, encodedLength: Int? = nil) -> AttachmentInfo {
+        AttachmentInfo(name: name, contentType: contentType, length: length, digest: digest, revpos: revpos,
+                       encoding: encoding, encodedLength: encodedLength, blobKey: "")
+    }
+
+    /// The error a reader answers for an absent body it cannot fetch.
+    public func absentBodyError(documentID: String, detail: String? = nil) -> CouchError {
+        CouchError(.attachmentNotDownloaded, "The body of attachment \(name) of \(documentID) was not downloaded"
+                   + (detail.map { ": " + $0 } ?? " and no replication can fetch it"))
+    }
 
     /// The 16 bytes of an `md5-` digest (what CouchDB hashes into revision IDs).
     public var md5: [UInt8]? {
@@ -47,6 +65,7 @@ public struct AttachmentInfo: Sendable, Equatable {
                 "digest": JSONValue(attachment.digest), "revpos": JSONValue(attachment.revpos),
                 "blob": JSONValue(attachment.blobKey),
             ]
+            if attachment.isBodyAbsent { entry["absent"] = true }
             if let encoding = attachment.encoding { entry["encoding"] = JSONValue(encoding) }
             if let encodedLength = attachment.encodedLength { entry["encoded_length"] = JSONValue(encodedLength) }
             object[attachment.name] = .object(entry)

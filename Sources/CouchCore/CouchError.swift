@@ -28,6 +28,9 @@ public struct CouchError: Error, Sendable, Equatable, CustomStringConvertible {
         case notImplemented = "not_implemented"
         case rangeNotSatisfiable = "requested_range_not_satisfiable"
         case invalidJSON = "invalid_json"
+        /// Couchette's: an attachment whose body a replication left on its source could not
+        /// be fetched from there (502, as a gateway whose upstream failed).
+        case attachmentNotDownloaded = "attachment_not_downloaded"
         // A replication's failures, named as CouchDB's replicator names them.
         case databaseNotFound = "db_not_found"
         /// The peer could not be reached at all (refused, unresolved): the job goes offline.
@@ -87,6 +90,7 @@ public struct CouchError: Error, Sendable, Equatable, CustomStringConvertible {
         case .databaseNotFound, .peerUnreachable, .requestFailed, .checkpointCommitFailure, .filterFetchError,
              .requestBodyTooLarge, .stopped: 500
         case .notImplemented: 501
+        case .attachmentNotDownloaded: 502
         case .serviceUnavailable: 503
         }
     }

@@ -9,10 +9,14 @@ import Foundation
 public struct AttachedRevision: Sendable {
     public let revision: ReplicatedRevision
     public let bodies: [AttachmentBody]
+    /// An attachment the target lacks whose body the source never downloaded (attachments
+    /// on demand): the revision cannot be sent, and counts as a write failure.
+    public var absentBody: String?
 
-    public init(revision: ReplicatedRevision, bodies: [AttachmentBody]) {
+    public init(revision: ReplicatedRevision, bodies: [AttachmentBody], absentBody: String? = nil) {
         self.revision = revision
         self.bodies = bodies
+        self.absentBody = absentBody
     }
 
     /// The number of attachment bytes it carries.

@@ -65,6 +65,13 @@ struct AttachedRevisionCopier: Sendable {
         let fetched = try await source.revisionsWithAttachments(id, revisions, attachmentsSince: since, spool: spool)
         var statistics = ReplicationStatistics()
         for fetchedRevision in fetched {
+            // Never a stub the target could not resolve: the revision waits until its body is here.
+            if let name = fetchedRevision.absentBody {
+                writer.report(WriteFailure(id: id, revision: fetchedRevision.revision.revision, error: "attachment_not_downloaded",
+                                           reason: "the body of attachment \(name) was not downloaded"))
+                statistics.docWriteFailures += 1
+                continue
+            }
             let attached = AttachedRevision(revision: writer.prepared(fetchedRevision.revision), bodies: fetchedRevision.bodies)
             var failure = try await target.writeRevisionWithAttachments(attached)
             if let refused = failure, refused.error == "missing_stub", !since.isEmpty {

@@ -28,8 +28,14 @@ extension LocalEndpoint {
         let threshold = attachmentsSinceGeneration(tree.history(of: stored.revision), attachmentsSince)
         var attachments = JSONObject()
         var bodies: [AttachmentBody] = []
+        var absentBody: String?
         for attachment in stored.attachments {
             guard attachment.revpos > threshold else {
+                attachments[attachment.name] = stub(attachment)
+                continue
+            }
+            if attachment.isBodyAbsent {
+                absentBody = absentBody ?? attachment.name
                 attachments[attachment.name] = stub(attachment)
                 continue
             }
@@ -48,7 +54,7 @@ extension LocalEndpoint {
         }
         if !stored.attachments.isEmpty { document["_attachments"] = .object(attachments) }
         return AttachedRevision(revision: ReplicatedRevision(id: stored.id, revision: stored.revision, document: document),
-                                bodies: bodies)
+                                bodies: bodies, absentBody: absentBody)
     }
 
     /// CouchDB's `atts_since` rule: the generation of the newest of `since` in `history`

@@ -205,6 +205,12 @@ public final class LocalEndpoint: DatabaseEndpoint, @unchecked Sendable {
     }
 
     public func writeRevisions(_ revisions: [ReplicatedRevision]) async throws(ReplicationError) -> [WriteFailure] {
+        try await writeRevisions(revisions, keepingAbsentBodies: false)
+    }
+
+    /// As `writeRevisions`; with `keepingAbsentBodies`, attachment stubs are stored with
+    /// their bodies absent (attachments on demand).
+    func writeRevisions(_ revisions: [ReplicatedRevision], keepingAbsentBodies: Bool) async throws(ReplicationError) -> [WriteFailure] {
         try await store { database in
             var failures: [WriteFailure] = []
             var edits: [DocumentEdit] = []
@@ -218,7 +224,7 @@ public final class LocalEndpoint: DatabaseEndpoint, @unchecked Sendable {
                                                  error: error.error, reason: error.reason))
                 }
             }
-            let results = try database.bulkUpdate(edits, newEdits: false, as: self.user)
+            let results = try database.bulkUpdate(edits, newEdits: false, keepingAbsentBodies: keepingAbsentBodies, as: self.user)
             for (revision, result) in zip(writing, results) {
                 if case .failure(let error) = result {
                     failures.append(WriteFailure(id: revision.id, revision: revision.revision,

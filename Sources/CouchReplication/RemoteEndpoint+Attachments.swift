@@ -105,6 +105,38 @@ extension RemoteEndpoint {
         }
     }
 
+    /// `GET /db/doc/name?rev=...`: one attachment's bytes as stored (compressed ones asked
+    /// for with `Accept-Encoding: gzip`, so they arrive as stored), handed to `write` as
+    /// they arrive (of the current revision when `revision` is nil). 404 is `not_found`;
+    /// the caller checks the digest.
+    public func attachmentBody(_ id: DocumentID, revision: RevisionID?, name: String, encoding: String?,
+                               write: ([UInt8]) throws -> Void) async throws(ReplicationError) {
+        let path = URLEncoding.documentPath(id) + "/" + URLEncoding.component(name)
+        let response = try await stream("GET", path, query: revision.map { [("rev", $0.description)] } ?? [], accept: "*/*",
+                                        headers: encoding == nil ? [] : [("Accept-Encoding", encoding!)])
+        if response.status == 404 {
+            response.cancel()
+            throw ReplicationError(.notFound, "\(displayName) has no attachment \(name) of \(id.rawValue)")
+        }
+        guard response.status == 200 else {
+            let body = (try? await response.readToEnd()) ?? []
+            throw unexpected(HTTPClient.Response(status: response.status, headers: response.headers, body: body),
+                             "GET \(id.rawValue)/\(name)")
+        }
+        if let encoding, response.header("Content-Encoding")?.lowercased() != encoding {
+            response.cancel()
+            throw ReplicationError(.requestFailed, "\(displayName) sent attachment \(name) of \(id.rawValue) decoded, not as stored (\(encoding))")
+        }
+        while let chunk = try await Self.nextChunk(response) {
+            do {
+                try write(chunk)
+            } catch {
+                response.cancel()
+                throw ReplicationError(.unknown, "cannot store attachment \(name): \(error)")
+            }
+        }
+    }
+
     /// `atts_since` names at most this many revisions.
     static let maximumAttachmentsSince = 50
 

@@ -63,10 +63,11 @@ public final class RemoteEndpoint: DatabaseEndpoint, @unchecked Sendable {
     /// As `send`, but returns once the response head has arrived; the body is then read in
     /// chunks from the stream. Retried until then as `send` is.
     func stream(_ method: String, _ path: String = "", query: [(String, String)] = [],
-                accept: String = "application/json") async throws(ReplicationError) -> StreamingResponse {
+                accept: String = "application/json",
+                headers extraHeaders: [(name: String, value: String)] = []) async throws(ReplicationError) -> StreamingResponse {
         let client = self.client
         return try await exchange(method, path, query: query, body: nil, upload: nil, contentType: "",
-                                  accept: accept, retryable: true) { request throws(HTTPClientError) in
+                                  accept: accept, extraHeaders: extraHeaders, retryable: true) { request throws(HTTPClientError) in
             let response = try await client.stream(request, framing: .chunks)
             return (HTTPClient.Response(status: response.status, headers: response.headers, body: []), response)
         }
@@ -76,7 +77,7 @@ public final class RemoteEndpoint: DatabaseEndpoint, @unchecked Sendable {
     /// (status and headers) with what the caller gets.
     private func exchange<Answer>(
         _ method: String, _ path: String, query: [(String, String)], body: [UInt8]?, upload: UploadBody?,
-        contentType: String, accept: String, retryable: Bool,
+        contentType: String, accept: String, extraHeaders: [(name: String, value: String)] = [], retryable: Bool,
         attempt: (HTTPClient.Request) async throws(HTTPClientError) -> (head: HTTPClient.Response, answer: Answer)
     ) async throws(ReplicationError) -> Answer {
         let url = peer.databaseURL + path + (query.isEmpty ? "" : "?" + URLEncoding.query(query))
@@ -102,11 +103,14 @@ public final class RemoteEndpoint: DatabaseEndpoint, @unchecked Sendable {
             var headers: [(name: String, value: String)] = [("Accept", accept)]
             if body != nil || upload != nil { headers.append(("Content-Type", contentType)) }
             headers += peer.headers.map { ($0.name, $0.value) }
+            headers += extraHeaders
             headers += authentication
             let failure: ReplicationError
             do {
-                let (response, answer) = try await attempt(HTTPClient.Request(
-                    method: method, url: url, headers: headers, body: body, upload: upload, tls: peer.tls))
+                var request = HTTPClient.Request(method: method, url: url, headers: headers, body: body, upload: upload, tls: peer.tls)
+                // Who asks for an encoding wants the bytes as encoded (an attachment's digest is of those).
+                request.keepsContentEncoding = extraHeaders.contains { $0.name.lowercased() == "accept-encoding" }
+                let (response, answer) = try await attempt(request)
                 if response.status >= 500 || response.status == 408 || response.status == 429 {
                     failure = ReplicationError(.requestFailed, "\(method) \(shownURL) failed with status \(response.status)")
                 } else {
@@ -286,7 +290,9 @@ public final class RemoteEndpoint: DatabaseEndpoint, @unchecked Sendable {
             return .object(entry)
         }
         let body: JSONValue = ["docs": .array(docs), "latest": true, "revs": true, "attachments": false]
-        let response = try await send("POST", "_bulk_get", query: [("latest", "true"), ("revs", "true"), ("attachments", "false")],
+        // `att_encoding_info`: a stub kept as it is (attachments on demand) must say how its body is stored.
+        let response = try await send("POST", "_bulk_get", query: [("latest", "true"), ("revs", "true"), ("attachments", "false"),
+                                                                  ("att_encoding_info", "true")],
                                       body: body.serialized())
         let parsed = response.status == 200 ? Self.json(response)?["results"]?.arrayValue : nil
         if response.status == 200, parsed == nil {
@@ -323,7 +329,8 @@ public final class RemoteEndpoint: DatabaseEndpoint, @unchecked Sendable {
     public func openRevisions(_ id: DocumentID, _ revisions: [RevisionID]) async throws(ReplicationError) -> [FetchResult] {
         let list = JSONValue.array(revisions.map { JSONValue($0.description) }).serializedString()
         let response = try await send("GET", URLEncoding.documentPath(id),
-                                      query: [("revs", "true"), ("open_revs", list), ("latest", "true")])
+                                      query: [("revs", "true"), ("open_revs", list), ("latest", "true"),
+                                              ("att_encoding_info", "true")])
         switch response.status {
         case 200:
             guard let entries = Self.json(response)?.arrayValue else {

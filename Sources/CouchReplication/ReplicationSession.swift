@@ -156,9 +156,12 @@ final class ReplicationSession: @unchecked Sendable {
                                      timeoutMilliseconds: max(1000, settings.connectionTimeoutMilliseconds / 3)),
             retries: settings.retriesPerRequest, logger: logger)
         let finder = MissingRevisionFinder(target: target)
-        let fetcher = RevisionFetcher(source: source, logger: logger)
+        // Bodies left on the source only for a target of this server, whose reads can fetch them.
+        let onDemand = settings.attachmentsOnDemand && target is LocalEndpoint && source is RemoteEndpoint
+        let fetcher = RevisionFetcher(source: source, logger: logger, keepsStubs: onDemand)
         let writer = RevisionWriter(target: target, logger: logger, transform: settings.transform,
-                                    direction: DocumentTransform.direction(source: settings.source, target: settings.target))
+                                    direction: DocumentTransform.direction(source: settings.source, target: settings.target),
+                                    keepsAbsentBodies: onDemand)
         let copier = AttachedRevisionCopier(source: source, target: target, writer: writer, logger: logger)
 
         try await withThrowingTaskGroup(of: Void.self) { group in

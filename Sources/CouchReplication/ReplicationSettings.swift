@@ -26,6 +26,9 @@ public struct ReplicationSettings: Sendable {
     public var winningRevisionsOnly = false
     /// For embedding applications: rewrites each document body on its way (not from JSON).
     public var transform: DocumentTransform?
+    /// Couchette's `"attachments": "on_demand"`: a pull into a local database keeps the
+    /// attachment stubs and leaves the bodies on the source, fetched when first read.
+    public var attachmentsOnDemand = false
     /// A `_replicator` document's job: retried even when its peers cannot be reached at
     /// the start (nobody waits on it), where a one-shot `_replicate` fails.
     public var isPersistent = false
@@ -83,6 +86,13 @@ public struct ReplicationSettings: Sendable {
         }
         if let since = body["since_seq"], !since.isNull { sinceSequence = SourceSequence(since) }
         filter = try Self.filter(body)
+        if let attachments = body["attachments"], !attachments.isNull {
+            switch attachments.stringValue {
+            case "all": attachmentsOnDemand = false
+            case "on_demand": attachmentsOnDemand = true
+            default: throw .badRequest("`attachments` must be \"all\" or \"on_demand\"")
+            }
+        }
     }
 
     private static func filter(_ body: JSONObject) throws(ReplicationError) -> ReplicationFilter? {

@@ -48,7 +48,7 @@ public final class ReplicatorDatabase: @unchecked Sendable {
     public static let defaultName = try! DatabaseName("_replicator")
 
     private let databases: DatabaseManager
-    private let scheduler: ReplicationScheduler
+    let scheduler: ReplicationScheduler
     private let logger = Logger(label: "couchette.replicator")
     private let lock = NSLock()
     private var documents: [Key: DocumentState] = [:]
@@ -438,6 +438,21 @@ public final class ReplicatorDatabase: @unchecked Sendable {
     /// since the checkpoint it recorded on the source, through its filter. Answered from the
     /// checkpoint and the local changes feed, without contacting the target. Nil when there
     /// is no such document; throws `bad_request` for a job whose source is not local.
+    /// The remotes whose pulls into `database` left attachment bodies behind
+    /// (`"attachments": "on_demand"`), as their documents describe them now.
+    public func onDemandSources(for database: DatabaseName) -> [RemotePeer] {
+        lock.withLock {
+            documents.keys.sorted().compactMap { key -> RemotePeer? in
+                guard let state = documents[key], let settings = state.settings, settings.attachmentsOnDemand else { return nil }
+                switch (settings.source, settings.target) {
+                case (.remote(let remote), .local(let name)) where name == database: return remote
+                case (.local(let name), .remote(let remote)) where name == database && state.syncSource == name: return remote
+                default: return nil
+                }
+            }
+        }
+    }
+
     public func pendingDocumentIDs(database: DatabaseName, id: DocumentID) throws(CouchError) -> (since: JSONValue, ids: [String])? {
         let key = Key(database: database, id: id)
         guard let state = lock.withLock({ documents[key] }) else { return nil }

@@ -9,6 +9,9 @@ import Logging
 struct RevisionFetcher: Sendable {
     let source: DatabaseEndpoint
     let logger: Logger
+    /// Attachments on demand: revisions with attachments are written as fetched, their
+    /// stubs kept (bodies absent), rather than set aside for the attachment road.
+    var keepsStubs = false
     /// `open_revs` requests in flight at once per batch.
     static let concurrentDocuments = 8
 
@@ -57,7 +60,7 @@ struct RevisionFetcher: Sendable {
     }
 
     private func accept(_ revision: ReplicatedRevision, request: RevisionRequest?, into result: inout Result) {
-        if revision.hasAttachments {
+        if revision.hasAttachments && !keepsStubs {
             result.withAttachments.append(RevisionRequest(id: revision.id, revision: revision.revision,
                                                           attachmentsSince: request?.attachmentsSince ?? []))
         } else {

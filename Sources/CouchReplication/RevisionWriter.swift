@@ -11,6 +11,9 @@ struct RevisionWriter: Sendable {
     /// The embedding application's rewriting of bodies, applied to every revision written.
     var transform: DocumentTransform?
     var direction = DocumentTransform.Direction.between
+    /// Attachments on demand (a local target): stubs no earlier revision backs are stored
+    /// with their bodies absent.
+    var keepsAbsentBodies = false
 
     /// A revision as it will be written (transformed when a transform is set).
     func prepared(_ revision: ReplicatedRevision) -> ReplicatedRevision {
@@ -29,7 +32,11 @@ struct RevisionWriter: Sendable {
     private func writeAll(_ revisions: [ReplicatedRevision]) async throws(ReplicationError) -> Result {
         guard !revisions.isEmpty else { return Result() }
         do {
-            let failures = try await target.writeRevisions(revisions)
+            let failures = if keepsAbsentBodies, let local = target as? LocalEndpoint {
+                try await local.writeRevisions(revisions, keepingAbsentBodies: true)
+            } else {
+                try await target.writeRevisions(revisions)
+            }
             for failure in failures { report(failure) }
             return Result(written: revisions.count - failures.count, failures: failures.count)
         } catch where error.kind == .requestBodyTooLarge {

@@ -20,6 +20,8 @@ public final class CouchServer: RequestHandler {
     public let scheduler: ReplicationScheduler
     /// Watches the replicator databases: `_scheduler/docs`.
     public let replicatorDatabase: ReplicatorDatabase
+    /// Fetches the attachment bodies an on-demand pull left on its source, when first read.
+    public let attachmentsOnDemand: OnDemandAttachments
     let logger = Logger(label: "couchette.server")
 
     /// A server for `databases`, its admins (stored hashed) and session secret kept in
@@ -43,7 +45,20 @@ public final class CouchServer: RequestHandler {
         replications = ReplicationManager(serverUUID: databases.serverUUID, databases: databases, functions: functions)
         scheduler = ReplicationScheduler(manager: replications, configuration: configuration.replicator)
         replicatorDatabase = ReplicatorDatabase(databases: databases, scheduler: scheduler)
+        attachmentsOnDemand = OnDemandAttachments(replicatorDatabase: replicatorDatabase)
         replicatorDatabase.start()
+    }
+
+    /// `revision` with the bodies of `attachments` (by name) stored, fetching absent ones
+    /// from the replication that left them (or `attachment_not_downloaded`).
+    func materializingBodies(of revision: StoredRevision, named names: Set<String>, in database: Database) throws -> StoredRevision {
+        guard revision.attachments.contains(where: { $0.isBodyAbsent && names.contains($0.name) }) else { return revision }
+        let attachments = try revision.attachments.map { attachment in
+            guard attachment.isBodyAbsent, names.contains(attachment.name) else { return attachment }
+            return try attachmentsOnDemand.materialize(database, id: revision.id, revision: revision.revision, attachment: attachment)
+        }
+        return StoredRevision(id: revision.id, revision: revision.revision, isDeleted: revision.isDeleted,
+                              body: revision.body, attachments: attachments)
     }
 
     /// Stops every replication (each writes a last checkpoint); `_replicator` documents

@@ -58,8 +58,9 @@ struct AttachmentRenderOptions: Sendable {
     }
 
     /// An attachment's bytes as clients see them (decompressed when stored gzip).
-    func identityData(_ attachment: AttachmentInfo) throws -> [UInt8] {
+    func identityData(_ attachment: AttachmentInfo, documentID: String? = nil) throws -> [UInt8] {
         guard let store else { throw CouchError.internalError("no attachment store") }
+        if attachment.isBodyAbsent { throw attachment.absentBodyError(documentID: documentID ?? "the document") }
         let stored = try store.read(attachment.blobKey)
         guard attachment.encoding == "gzip" else { return stored }
         guard let decoded = Gzip.decompress(stored) else { throw CouchError.internalError("corrupt gzip attachment") }
@@ -117,7 +118,7 @@ enum DocumentJSON {
                 encodingInfo = true
             } else {
                 output.append(contentsOf: #","data":""#.utf8)
-                Base64.encode(try options.identityData(attachment), into: &output)
+                Base64.encode(try options.identityData(attachment, documentID: revision.id.rawValue), into: &output)
                 output.append(UInt8(ascii: "\""))
                 encodingInfo = false
             }

@@ -76,6 +76,9 @@ enum MultipartDocument {
         var writer = MultipartWriter()
         writer.addPart(headers: [("Content-Type", "application/json")],
                        body: try DocumentJSON.render(revision, record: record, options: followOptions))
+        if let absent = sending.first(where: \.isBodyAbsent) {
+            throw absent.absentBodyError(documentID: revision.id.rawValue)
+        }
         for attachment in sending {
             var headers = [("Content-Disposition", "attachment; filename=\"\(escapedFilename(attachment.name))\""),
                            ("Content-Type", attachment.contentType),

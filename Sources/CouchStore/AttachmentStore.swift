@@ -85,6 +85,8 @@ public final class AttachmentStore: @unchecked Sendable {
     }
 
     public func read(_ key: String) throws(CouchError) -> [UInt8] {
+        // An absent body has no key; never read the directory itself.
+        guard !key.isEmpty else { throw CouchError(.attachmentNotDownloaded, "attachment body was not downloaded") }
         guard let data = FileManager.default.contents(atPath: path(for: key)) else {
             throw CouchError.internalError("attachment body is missing")
         }

@@ -3,8 +3,10 @@ import CouchCore
 /// An attachment of an edit, read from `_attachments` before the write transaction
 /// (inline data is already in the blob store then).
 enum AttachmentInput {
-    /// `"stub": true`: keep the attachment of that name from the revision this one follows.
-    case stub(name: String, revpos: Int?, digest: String?)
+    /// `"stub": true`: keep the attachment of that name from the revision this one follows;
+    /// `absent` (a replicated write that keeps absent bodies) is what to store when no
+    /// ancestor has it: the stub's metadata, its body absent.
+    case stub(name: String, revpos: Int?, digest: String?, absent: AttachmentInfo?)
     /// New bytes, from inline `data` or a multipart part marked `follows`.
     case blob(name: String, contentType: String, blob: StagedBlob, encoding: String?, length: Int, revpos: Int?)
     /// An attachment carried over unchanged by an attachment route.
@@ -21,7 +23,7 @@ struct PreparedEdit {
 
 extension Database {
     /// Reads `_attachments` and stages inline data in the blob store.
-    func prepare(_ edit: DocumentEdit, following: [String: StagedBlob]) throws -> PreparedEdit {
+    func prepare(_ edit: DocumentEdit, following: [String: StagedBlob], keepingAbsentBodies: Bool = false) throws -> PreparedEdit {
         guard let attachments = edit.attachments, !edit.isDeleted else {
             return PreparedEdit(edit: edit, attachments: [], staged: [])
         }
@@ -36,7 +38,8 @@ extension Database {
                     throw CouchError.badRequest("Attachment '\(name)' must be an object")
                 }
                 if meta["stub"]?.boolValue == true {
-                    inputs.append(.stub(name: name, revpos: meta["revpos"]?.intValue, digest: meta["digest"]?.stringValue))
+                    inputs.append(.stub(name: name, revpos: meta["revpos"]?.intValue, digest: meta["digest"]?.stringValue,
+                                        absent: keepingAbsentBodies ? Self.absentAttachment(name, meta) : nil))
                     continue
                 }
                 let encoding = meta["encoding"]?.stringValue
@@ -87,6 +90,71 @@ extension Database {
         return PreparedEdit(edit: edit, attachments: inputs, staged: staged)
     }
 
+    /// A stub's metadata as an attachment whose body is absent; nil when the stub lacks what
+    /// a reader needs (then it must match an ancestor's, as any stub).
+    private static func absentAttachment(_ name: String, _ meta: JSONObject) -> AttachmentInfo? {
+        guard let contentType = meta["content_type"]?.stringValue, let length = meta["length"]?.intValue, length >= 0,
+              let digest = meta["digest"]?.stringValue, digest.hasPrefix("md5-"),
+              let revpos = meta["revpos"]?.intValue, revpos > 0 else { return nil }
+        let encoding = meta["encoding"]?.stringValue.flatMap { $0 == "identity" ? nil : $0 }
+        return AttachmentInfo.absent(name: name, contentType: contentType, length: length, digest: digest, revpos: revpos,
+                                     encoding: encoding, encodedLength: encoding == nil ? nil : meta["encoded_length"]?.intValue)
+    }
+
+    /// Stores the body of an absent attachment: the bytes `writer` holds must have the
+    /// attachment's digest (else `bad_request`, and nothing is stored). Every revision of
+    /// the document that lists an absent attachment with that digest gets the blob, in one
+    /// write; the revisions themselves do not change. Returns the attachment of `name` as
+    /// now stored in `revision`.
+    public func fillAbsentBody(_ id: DocumentID, revision: RevisionID, name: String,
+                               with writer: BlobWriter) throws -> AttachmentInfo {
+        let blob = try attachments.commit(writer)
+        defer {
+            attachments.release([blob])
+            removeIfUnreferenced([blob].filter(\.isNew))
+        }
+        return try self.writer.perform { transaction -> AttachmentInfo in
+            let connection = transaction.connection
+            guard let record = try Self.record(id, connection: connection),
+                  let stored = try Self.revisionBody(record, revision, connection: connection),
+                  let wanted = stored.attachments.first(where: { $0.name == name }) else {
+                throw CouchError.notFound("Document is missing attachment")
+            }
+            guard wanted.isBodyAbsent else { return wanted }
+            guard wanted.digest == blob.digest, blob.length == wanted.storedLength else {
+                throw CouchError.badRequest("Digest mismatch for attachment \(name): expected \(wanted.digest), received \(blob.digest)")
+            }
+            func filled(_ bytes: [UInt8]) -> [UInt8]? {
+                var list = AttachmentInfo.decode(bytes)
+                var changed = false
+                for index in list.indices where list[index].isBodyAbsent && list[index].digest == blob.digest {
+                    list[index].blobKey = blob.key
+                    changed = true
+                }
+                return changed ? AttachmentInfo.encode(list) : nil
+            }
+            var rows: [(table: String, revision: String, bytes: [UInt8])] = []
+            try connection.query("SELECT winning_rev, attachments FROM documents WHERE doc_id = ? AND attachments IS NOT NULL",
+                                 [.text(id.rawValue)]) { rows.append(("documents", $0.text(0), $0.blob(1))) }
+            try connection.query(
+                "SELECT r.rev_id, r.attachments FROM revision_bodies r JOIN documents d ON d.doc_key = r.doc_key WHERE d.doc_id = ? AND r.attachments IS NOT NULL",
+                [.text(id.rawValue)]) { rows.append(("revision_bodies", $0.text(0), $0.blob(1))) }
+            for row in rows {
+                guard let bytes = filled(row.bytes) else { continue }
+                if row.table == "documents" {
+                    try connection.run("UPDATE documents SET attachments = ? WHERE doc_id = ?", [.blob(bytes), .text(id.rawValue)])
+                } else {
+                    try connection.run(
+                        "UPDATE revision_bodies SET attachments = ? WHERE rev_id = ? AND doc_key = (SELECT doc_key FROM documents WHERE doc_id = ?)",
+                        [.blob(bytes), .text(row.revision), .text(id.rawValue)])
+                }
+            }
+            var result = wanted
+            result.blobKey = blob.key
+            return result
+        }
+    }
+
     /// The attachment list of a new revision: stubs found in the nearest stored ancestor
     /// (else 412 `missing_stub`), new blobs with their revpos.
     func resolve(_ prepared: PreparedEdit, id: DocumentID, generation: Int, newEdits: Bool, ancestors: [RevisionID],
@@ -114,10 +182,11 @@ extension Database {
                 return AttachmentInfo(name: name, contentType: contentType, length: length, digest: blob.digest,
                                       revpos: newEdits ? generation : (revpos ?? generation), encoding: encoding,
                                       encodedLength: encoding == nil ? nil : blob.length, blobKey: blob.key)
-            case .stub(let name, let revpos, let digest):
+            case .stub(let name, let revpos, let digest, let absent):
                 guard let match = try inherited().first(where: {
                     $0.name == name && (revpos == nil || $0.revpos == revpos) && (digest == nil || $0.digest == digest)
                 }) else {
+                    if let absent { return absent }
                     throw CouchError(.missingStub, "Invalid attachment stub in \(id) for \(name)")
                 }
                 return match

@@ -15,11 +15,14 @@ extension Database {
     /// attachments marked `"follows": true` (a multipart upload), by attachment name.
     /// Validation runs before the edits enter the single writer, against the documents as
     /// they are then; inside, only an edit whose document moved meanwhile is checked again.
+    /// `keepingAbsentBodies` (replicated writes only): a stub no ancestor backs is stored
+    /// with its body absent (`AttachmentInfo.isBodyAbsent`) rather than refused.
     public func bulkUpdate(_ edits: [DocumentEdit], newEdits: Bool, following: [String: StagedBlob] = [:],
+                           keepingAbsentBodies: Bool = false,
                            as user: UserContext = .internalWriter) throws -> [WriteResult] {
         let prepared: [Result<PreparedEdit, CouchError>] = edits.map { edit in
             do {
-                return .success(try prepare(edit, following: following))
+                return .success(try prepare(edit, following: following, keepingAbsentBodies: keepingAbsentBodies && !newEdits))
             } catch let error as CouchError {
                 return .failure(error)
             } catch {

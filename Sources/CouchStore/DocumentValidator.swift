@@ -130,7 +130,7 @@ extension Database {
             case .blob(let name, let contentType, let blob, _, let length, _):
                 stubs[name] = .object(["content_type": JSONValue(contentType), "digest": JSONValue(blob.digest),
                                        "length": JSONValue(length), "stub": true])
-            case .stub(let name, let revpos, let digest):
+            case .stub(let name, let revpos, let digest, _):
                 var stub: JSONObject = ["stub": true]
                 if let revpos { stub["revpos"] = JSONValue(revpos) }
                 if let digest { stub["digest"] = JSONValue(digest) }

@@ -79,6 +79,9 @@ extension HTTPClient {
         public var tls: TLSOptions
         /// The whole exchange must finish within this time; nil for no limit (feeds).
         public var timeoutMilliseconds: Int?
+        /// Keep a `Content-Encoding`d body as sent (libcurl otherwise decodes gzip itself):
+        /// for bytes whose digest is of their encoded form.
+        public var keepsContentEncoding = false
 
         public init(method: String = "GET", url: String, headers: [(name: String, value: String)] = [],
                     body: [UInt8]? = nil, upload: UploadBody? = nil, tls: TLSOptions = TLSOptions(),

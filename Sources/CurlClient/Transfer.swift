@@ -64,6 +64,7 @@ final class Transfer: @unchecked Sendable {
         // Document IDs "." and ".." are path segments of their own, not directions to libcurl.
         _ = couchette_curl_set_long(easy, CURLOPT_PATH_AS_IS, 1)
         _ = couchette_curl_set_long(easy, CURLOPT_NOSIGNAL, 1)
+        if request.keepsContentEncoding { _ = couchette_curl_set_long(easy, CURLOPT_HTTP_CONTENT_DECODING, 0) }
         _ = couchette_curl_set_long(easy, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1)
         _ = couchette_curl_set_long(easy, CURLOPT_CONNECTTIMEOUT_MS, configuration.connectTimeoutMilliseconds)
         _ = couchette_curl_set_long(easy, CURLOPT_LOW_SPEED_LIMIT, 1)

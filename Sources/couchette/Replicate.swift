@@ -57,6 +57,15 @@ struct Replicate: ParsableCommand {
     @Flag(name: .customLong("no-progress"), help: "No progress bar, even on a terminal.")
     var noProgress = false
 
+    @Flag(help: "Show progress even when standard error is not a terminal (one line per update).")
+    var progress = false
+
+    @Option(help: """
+        Run the replication on this server (http://user:password@host:5984) rather than here: \
+        SOURCE and TARGET are then its database names or URLs, and progress comes from its live event feed.
+        """)
+    var server: String?
+
     func validate() throws {
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level \(logLevel)") }
         if selector != nil, (try? JSONValue.parse(selector!)) == nil { throw ValidationError("--selector must be JSON") }
@@ -95,6 +104,10 @@ struct Replicate: ParsableCommand {
 
     func run() throws {
         StandardErrorLogging.bootstrap(level: Logger.Level(rawValue: logLevel) ?? .warning)
+        if let server {
+            try runOnServer(server)
+            return
+        }
         let settings: ReplicationSettings
         do {
             settings = try ReplicationSettings(json: try body())
@@ -147,6 +160,20 @@ struct Replicate: ParsableCommand {
         }
     }
 
+    /// `--server`: `POST /_replicate` there, progress from its event feed, its answer printed.
+    private func runOnServer(_ server: String) throws {
+        let output: ServerReplication.ProgressOutput? = noProgress ? nil
+            : isatty(STDERR_FILENO) == 1 ? .terminal : progress ? .lines : nil
+        let replication: ServerReplication
+        do {
+            replication = try ServerReplication(server: server, body: try body(), progress: output)
+        } catch let error as ServerReplicationError {
+            throw ValidationError(error.description)
+        }
+        let (status, answer) = try replication.run()
+        print(String(decoding: answer, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
+        if status < 200 || status >= 300 { throw ExitCode(1) }
+    }
 
     /// Local databases when a name is given (or the data directory exists); the server
     /// UUID that enters the replication ID comes from there too, so that a later run

@@ -8,8 +8,12 @@ enum AttachmentRoutes {
         let database = try context.database()
         guard case .attachment(_, let id, let name) = context.endpoint else { throw CouchError.notFound() }
         let snapshot = try database.document(id, revision: try context.revisionOption())
-        guard let attachment = snapshot.revision.attachments.first(where: { $0.name == name }) else {
+        guard var attachment = snapshot.revision.attachments.first(where: { $0.name == name }) else {
             throw CouchError.notFound("Document is missing attachment")
+        }
+        if attachment.isBodyAbsent {
+            attachment = try context.server.attachmentsOnDemand.materialize(
+                database, id: id, revision: snapshot.revision.revision, attachment: attachment)
         }
         let etag = "\"\(attachment.digest.dropFirst(4))\""
         var headers: [(name: String, value: String)] = [("ETag", etag), ("Accept-Ranges", "bytes")]

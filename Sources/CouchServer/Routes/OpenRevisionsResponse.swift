@@ -19,8 +19,11 @@ enum OpenRevisionsResponse {
         }
         let revisions = resolve(requested, tree: record.tree, latest: latest)
         let (current, stored) = try database.revisions(id, revisions)
-        let results: [Result] = zip(revisions, stored).map { revision, body in
-            body.map { .found($0) } ?? .missing(revision)
+        // Bodies an on-demand pull left on its source are fetched first (a peer pulling from here needs them).
+        let results: [Result] = try zip(revisions, stored).map { revision, body in
+            guard let body else { return .missing(revision) }
+            let sending = Set(options.attachments.sending(body, record: current ?? record).map(\.name))
+            return .found(sending.isEmpty ? body : try context.server.materializingBodies(of: body, named: sending, in: database))
         }
         return try render(context, results: results, record: current ?? record, options: options)
     }

@@ -1,0 +1,46 @@
+import CouchCore
+import CouchTestSupport
+import Foundation
+import Testing
+
+/// `couchette replicate --server`: the replication runs on a server, the command shows
+/// its progress from the server's live event feed and prints the server's answer.
+@Suite(.serialized) struct ReplicateCommandTests {
+    /// Runs `couchette` with `arguments`; its exit status, standard output and error.
+    func couchette(_ arguments: [String]) async throws -> (status: Int32, output: String, errors: String) {
+        try await offPool {
+            let directory = TestServer.makeTemporaryDirectory()
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            let (outputPath, errorPath) = (directory + "/stdout", directory + "/stderr")
+            _ = FileManager.default.createFile(atPath: outputPath, contents: nil)
+            _ = FileManager.default.createFile(atPath: errorPath, contents: nil)
+            let process = Process()
+            process.executableURL = ServerProcess.executable
+            process.currentDirectoryURL = URL(fileURLWithPath: directory)
+            process.arguments = arguments
+            process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outputPath))
+            process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errorPath))
+            try process.run()
+            process.waitUntilExit()
+            return (process.terminationStatus, (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? "",
+                    (try? String(contentsOfFile: errorPath, encoding: .utf8)) ?? "")
+        }
+    }
+
+    @Test func aReplicationOnAServerShowsItsProgressFromTheEventFeed() async throws {
+        let server = try TestServer()
+        defer { server.stop() }
+        try await server.call("PUT", "/source")
+        try await server.fill("source", count: 200)
+        let run = try await couchette(["replicate", "--server", server.url, "source", "copy", "--create-target", "--progress"])
+        #expect(run.status == 0, "\(run.errors)")
+        let answer = try JSONValue.parse(Array(run.output.utf8))
+        #expect(answer["ok"] == true && answer["history"]?[0]?["docs_written"] == 200)
+        #expect(run.errors.contains("200/200 changes  completed"), "the job's last event: \(run.errors)")
+        #expect(try await server.documentCount("copy") == 200)
+
+        let missing = try await couchette(["replicate", "--server", server.url, "nothing", "copy2"])
+        #expect(missing.status == 1)
+        #expect(try JSONValue.parse(Array(missing.output.utf8))["error"]?.stringValue != nil, "\(missing.output)")
+    }
+}
