@@ -15,6 +15,8 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     ],
     targets: [
         // C libraries from Debian's -dev packages, reached through module maps.
@@ -51,6 +53,7 @@ let package = Package(
         .target(name: "CouchServer", dependencies: [
             "CouchCore", "CouchStore", "CouchFunctions", "CouchReplication", "CMicroHTTPD", "CShims",
             .product(name: "Logging", package: "swift-log"),
+            .product(name: "Metrics", package: "swift-metrics"), .product(name: "Prometheus", package: "swift-prometheus"),
         ]),
         .executableTarget(name: "couchette", dependencies: [
             "CouchServer", "CouchReplication", "CouchFunctions", "CouchStore", "CouchCore",

@@ -2,15 +2,21 @@ import CouchCore
 import CouchFunctions
 import CouchReplication
 import CouchStore
+import Foundation
 import Logging
 
 /// The HTTP face of a data directory: parses each request's endpoint, finds its
 /// handler in the route table and turns every error into CouchDB's error response.
 public final class CouchServer: RequestHandler {
     public let databases: DatabaseManager
-    public let configuration: ServerConfiguration
-    /// Admins, sessions, the authorization policy and CORS (see `Auth/`).
-    let accessControl: AccessControl
+    /// The configuration in force (it changes through `/_node/_local/_config`).
+    public var configuration: ServerConfiguration { accessControl.configuration }
+    /// The layered configuration behind `/_node/_local/_config` (see `Config/`).
+    let liveConfiguration: LiveConfiguration
+    private let accessControlHolder: AccessControlHolder
+    /// Admins, sessions, the authorization policy and CORS (see `Auth/`), rebuilt when the
+    /// configuration changes; a request keeps the one it started with.
+    var accessControl: AccessControl { accessControlHolder.current }
     /// The replications started with `POST /_replicate`, listed by `GET /_active_tasks`.
     public let replications: ReplicationManager
     /// Design documents' functions and the native ones an embedding application registers;
@@ -23,27 +29,32 @@ public final class CouchServer: RequestHandler {
     /// Fetches the attachment bodies an on-demand pull left on its source, when first read.
     public let attachmentsOnDemand: OnDemandAttachments
     let logger = Logger(label: "couchette.server")
+    /// Requests, reads and feeds counted for `_stats` and `_prometheus`.
+    let metrics = ServerMetrics()
 
     /// A server for `databases`, its admins (stored hashed) and session secret kept in
     /// their data directory. Refuses to serve beyond loopback with no admin.
     public init(databases: DatabaseManager, configuration: ServerConfiguration) throws {
         self.databases = databases
-        self.configuration = configuration
-        let accessControl = try AccessControl(configuration: configuration, databases: databases)
-        self.accessControl = accessControl
+        liveConfiguration = try LiveConfiguration(base: configuration, directory: databases.directory)
+        let effective = try liveConfiguration.effective(firstTime: true)
+        let holder = AccessControlHolder(try AccessControl(configuration: effective, databases: databases))
+        accessControlHolder = holder
+        LogLevelControl.level = LogLevelControl.level(named: effective.logLevel) ?? LogLevelControl.level
+        databases.maximumOpen = effective.maximumOpenDatabases
+        functions = FunctionRuntime(limits: effective.functions, securityObject: { database in
+            (try? holder.current.securityObject(of: database).json) ?? [:]
+        })
         // Every database created from now on (`PUT /db`, a replication's `create_target`) gets the
         // configured default security written into it, as CouchDB writes it at creation. System
         // databases keep their own rules.
         databases.observeCreations { database in
             guard !database.name.isSystem else { return }
-            try? accessControl.secureNewDatabase(database)
+            try? holder.current.secureNewDatabase(database)
         }
-        functions = FunctionRuntime(limits: configuration.functions, securityObject: { database in
-            (try? accessControl.securityObject(of: database).json) ?? [:]
-        })
         databases.validator = functions
         replications = ReplicationManager(serverUUID: databases.serverUUID, databases: databases, functions: functions)
-        scheduler = ReplicationScheduler(manager: replications, configuration: configuration.replicator)
+        scheduler = ReplicationScheduler(manager: replications, configuration: effective.replicator)
         replicatorDatabase = ReplicatorDatabase(databases: databases, scheduler: scheduler)
         attachmentsOnDemand = OnDemandAttachments(replicatorDatabase: replicatorDatabase)
         replicatorDatabase.start()
@@ -73,15 +84,26 @@ public final class CouchServer: RequestHandler {
         try self.init(databases: databases, configuration: ServerConfiguration())
     }
 
+    /// Puts `configuration` in force: a new `AccessControl` (admins read again from their
+    /// file), the log level. Throws, changing nothing, when the configuration is refused.
+    func install(_ configuration: ServerConfiguration) throws {
+        accessControlHolder.current = try AccessControl(configuration: configuration, databases: databases)
+        if let level = LogLevelControl.level(named: configuration.logLevel) { LogLevelControl.level = level }
+        databases.maximumOpen = configuration.maximumOpenDatabases
+    }
+
     /// True when no admin is configured and every client is one (CouchDB's admin party).
     public var isAdminParty: Bool { accessControl.isAdminParty }
 
     /// Every request: CORS preflight, then authentication and authorization (once, by the
     /// policy in `Auth/`), then the handler the route table names.
     public func handle(_ request: HTTPRequest) -> HTTPResponse {
-        if let preflight = accessControl.cors.preflight(request) { return preflight }
-        var response = route(request)
-        accessControl.cors.decorate(&response, for: request)
+        let started = DispatchTime.now().uptimeNanoseconds
+        let access = accessControl
+        var response = access.cors.preflight(request) ?? route(request)
+        access.cors.decorate(&response, for: request)
+        metrics.recordRequest(method: request.method, status: response.status,
+                              nanoseconds: DispatchTime.now().uptimeNanoseconds &- started)
         return response
     }
 
@@ -93,6 +115,10 @@ public final class CouchServer: RequestHandler {
             var response = try RouteTable.handler(for: request.method, at: endpoint)(
                 RouteContext(server: self, request: request, endpoint: endpoint,
                              user: authentication.user, databaseAccess: access))
+            if endpoint.route == .document || endpoint.route == .attachment, response.status == 200,
+               request.method == "GET" || request.method == "HEAD" {
+                metrics.recordRead()
+            }
             if let renewed = authentication.renewedCookie, response.header("Set-Cookie") == nil {
                 response.setHeader("Set-Cookie", renewed)
             }
@@ -133,4 +159,17 @@ public final class CouchServer: RequestHandler {
     }
 
     static let maximumDocumentSize = 64 * 1024 * 1024
+}
+
+/// The access control in force, swapped whole when the configuration changes.
+final class AccessControlHolder: @unchecked Sendable {
+    private let lock = NSLock()
+    private var control: AccessControl
+
+    init(_ control: AccessControl) { self.control = control }
+
+    var current: AccessControl {
+        get { lock.withLock { control } }
+        set { lock.withLock { control = newValue } }
+    }
 }

@@ -105,6 +105,9 @@ public enum Endpoint: Sendable, Equatable {
         case ensureFullCommit = "_ensure_full_commit"
         case revisionsLimit = "_revs_limit"
         case security = "_security"
+        case purge = "_purge"
+        case purgedInfosLimit = "_purged_infos_limit"
+        case purgedInfos = "_purged_infos"
     }
 
     public init(path: String) throws(CouchError) {

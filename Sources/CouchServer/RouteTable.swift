@@ -30,6 +30,18 @@ enum RouteTable {
         .server(.legacyConfig): [.GET: ServerRoutes.getLegacyResource, .PUT: ServerRoutes.getLegacyResource,
                                  .POST: ServerRoutes.getLegacyResource, .DELETE: ServerRoutes.getLegacyResource],
 
+        .node(.name): [.GET: ConfigurationRoutes.getNodeName],
+        .node(.config): [.GET: ConfigurationRoutes.getConfiguration],
+        .node(.configSection): [.GET: ConfigurationRoutes.getSection],
+        .node(.configKey): [.GET: ConfigurationRoutes.getKey, .PUT: ConfigurationRoutes.putKey,
+                            .DELETE: ConfigurationRoutes.deleteKey],
+        .node(.configReload): [.POST: ConfigurationRoutes.postReload],
+        .node(.stats): [.GET: NodeStatisticsRoutes.getStats],
+        .node(.system): [.GET: NodeStatisticsRoutes.getSystem],
+        .node(.versions): [.GET: NodeStatisticsRoutes.getVersions],
+        .node(.prometheus): [.GET: NodeStatisticsRoutes.getPrometheus],
+
+
         .database: [
             .GET: DatabaseRoutes.getDatabase,
             .PUT: DatabaseRoutes.putDatabase,
@@ -47,6 +59,9 @@ enum RouteTable {
         .databaseResource(.ensureFullCommit): [.POST: DatabaseRoutes.postEnsureFullCommit],
         .databaseResource(.revisionsLimit): [.GET: DatabaseRoutes.getRevisionsLimit, .PUT: DatabaseRoutes.putRevisionsLimit],
         .databaseResource(.security): [.GET: SecurityRoutes.getSecurity, .PUT: SecurityRoutes.putSecurity],
+        .databaseResource(.purge): [.POST: PurgeRoutes.postPurge],
+        .databaseResource(.purgedInfosLimit): [.GET: PurgeRoutes.getPurgedInfosLimit, .PUT: PurgeRoutes.putPurgedInfosLimit],
+        .databaseResource(.purgedInfos): [.GET: PurgeRoutes.getPurgedInfos],
 
         .document: [
             .GET: DocumentRoutes.getDocument,

@@ -48,15 +48,64 @@ public final class DatabaseManager: @unchecked Sendable {
         updates = try DatabaseUpdateLog(directory: directory)
     }
 
-    /// Registers a database just opened: its commits become `updated` events.
+    /// Documents written to every database since start (sequences committed), for `_stats`.
+    public var documentWrites: Int { writeCounter.value }
+    private let writeCounter = WriteCounter()
+
+    /// How many databases are open now.
+    public var openCount: Int { lock.withLock { open.count } }
+
+    /// Registers a database just opened: its commits become `updated` events and count as writes.
     private func opened(_ database: Database) -> Database {
-        let updates = self.updates, name = database.name
+        let updates = self.updates, name = database.name, counter = writeCounter
+        let last = WriteCounter()
+        last.add(database.updateSequence)
         _ = database.notifier.observe { event in
-            if case .committed = event { updates.record(.updated, name) }
+            guard case .committed(let sequence) = event else { return }
+            counter.add(last.exchange(sequence))
+            updates.record(.updated, name)
         }
         database.validator = installedValidator
+        closeIdleDatabases(toMake: 1)
         open[database.name] = database
+        useClock &+= 1
+        lastUse[database.name] = useClock
         return database
+    }
+
+    /// CouchDB's `[couchdb] max_dbs_open`: beyond it, opening a database first closes the
+    /// least recently used idle ones. A database is idle when nothing but this cache holds it:
+    /// no request, feed, replication or write in progress (each holds a reference), so two
+    /// instances of one file never coexist. When none is idle the limit is exceeded.
+    public var maximumOpen: Int {
+        get { lock.withLock { openLimit } }
+        set { lock.withLock { openLimit = max(1, newValue) } }
+    }
+    private var openLimit = 500
+    private var lastUse: [DatabaseName: UInt64] = [:]
+    private var useClock: UInt64 = 0
+    /// Databases closed by the cache since start.
+    public private(set) var closedIdleCount = 0
+
+    /// With the lock held: closes idle databases, oldest use first, until `room` more fit.
+    private func closeIdleDatabases(toMake room: Int) {
+        guard open.count + room > openLimit else { return }
+        let oldestFirst = lastUse.sorted { $0.value < $1.value }.map(\.key)
+        var closed = 0
+        for name in oldestFirst where open.count + room > openLimit {
+            guard var candidate = open.removeValue(forKey: name) else {
+                lastUse[name] = nil
+                continue
+            }
+            if isKnownUniquelyReferenced(&candidate) {
+                lastUse[name] = nil
+                closed += 1
+            } else {
+                open[name] = candidate
+            }
+        }
+        closedIdleCount += closed
+        if closed > 0 { MemoryRelease.soon() }
     }
 
     private static func loadOrCreateUUID(in directory: String) throws -> String {
@@ -111,7 +160,11 @@ public final class DatabaseManager: @unchecked Sendable {
     public func database(_ name: DatabaseName) throws -> Database {
         lock.lock()
         defer { lock.unlock() }
-        if let database = open[name] { return database }
+        if let database = open[name] {
+            useClock &+= 1
+            lastUse[name] = useClock
+            return database
+        }
         let path = path(for: name)
         guard FileManager.default.fileExists(atPath: path) else { throw CouchError.databaseMissing }
         return opened(try Database(name: name, path: path, create: false))
@@ -121,6 +174,7 @@ public final class DatabaseManager: @unchecked Sendable {
         lock.lock()
         let path = path(for: name)
         let database = open.removeValue(forKey: name)
+        lastUse[name] = nil
         guard database != nil || FileManager.default.fileExists(atPath: path) else {
             lock.unlock()
             throw CouchError.databaseMissing
@@ -132,6 +186,7 @@ public final class DatabaseManager: @unchecked Sendable {
         database?.notifier.post(.databaseDeleted)
         updates.record(.deleted, name)
         logger.info("deleted database \(name)")
+        MemoryRelease.soon()
     }
 
     /// Every database in the directory, sorted by name.
@@ -141,5 +196,55 @@ public final class DatabaseManager: @unchecked Sendable {
             guard file.hasSuffix(Self.fileExtension) else { return nil }
             return DatabaseName(fileStem: String(file.dropLast(Self.fileExtension.count)))
         }.sorted()
+    }
+}
+
+/// A count shared by commit observers.
+final class WriteCounter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var total = 0
+
+    var value: Int { lock.withLock { total } }
+
+    func add(_ count: Int) { lock.withLock { total &+= max(0, count) } }
+
+    /// Sets the value and answers by how much it grew.
+    func exchange(_ new: Int) -> Int {
+        lock.withLock {
+            defer { total = max(total, new) }
+            return max(0, new - total)
+        }
+    }
+}
+
+/// Gives freed heap back to the system after large releases (closing or deleting databases):
+/// glibc keeps freed memory in its arenas otherwise, and RSS only grows. Coalesced, off
+/// the request's thread.
+public enum MemoryRelease {
+    private static let queue = DispatchQueue(label: "couchette.malloc-trim")
+    private static let lock = NSLock()
+    nonisolated(unsafe) private static var scheduled = false
+
+    public static func soon() {
+        let schedule = lock.withLock { () -> Bool in
+            defer { scheduled = true }
+            return !scheduled
+        }
+        guard schedule else { return }
+        queue.asyncAfter(deadline: .now() + .milliseconds(200)) {
+            lock.withLock { scheduled = false }
+            now()
+        }
+    }
+
+    /// glibc's `malloc_trim`, looked up at run time (Swift's Glibc module does not export
+    /// `malloc.h`); nil on other C libraries.
+    private static let trim: (@convention(c) (Int) -> Int32)? = {
+        guard let symbol = dlsym(dlopen(nil, RTLD_NOW), "malloc_trim") else { return nil }
+        return unsafeBitCast(symbol, to: (@convention(c) (Int) -> Int32).self)
+    }()
+
+    public static func now() {
+        _ = trim?(0)
     }
 }

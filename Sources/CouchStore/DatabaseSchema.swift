@@ -45,6 +45,10 @@ enum DatabaseSchema {
             INSERT OR REPLACE INTO metadata (key, value)
                 SELECT 'external_size', coalesce(sum(length(body)), 0) FROM documents WHERE deleted = 0;
             """),
+        // Purges: the revisions removed by each (`_purged_infos`), numbered by `purge_seq`.
+        Migration(name: "v4-purges", sql: """
+            CREATE TABLE purged_infos (purge_seq INTEGER PRIMARY KEY, doc_id TEXT NOT NULL, revs TEXT NOT NULL);
+            """),
     ]
 
     static func configure(_ connection: SQLiteConnection) throws(CouchError) {

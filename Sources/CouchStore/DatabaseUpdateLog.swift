@@ -77,3 +77,10 @@ public final class DatabaseUpdateLog: @unchecked Sendable {
         return events
     }
 }
+
+import CSQLite
+
+extension DatabaseManager {
+    /// The SQLite library in use (`_node/_local/_versions`).
+    public static var sqliteVersion: String { String(cString: sqlite3_libversion()) }
+}

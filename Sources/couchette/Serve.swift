@@ -15,6 +15,11 @@ struct Serve: ParsableCommand {
             process list, admins may also come from the COUCHETTE_ADMIN environment variable \
             (NAME:PASSWORD) or from --admin-file (one NAME:PASSWORD per line).
             The data directory and every file in it are created readable by their owner only.
+
+            Configuration, strongest first: these options; COUCHETTE_<SECTION>__<KEY> environment \
+            variables (COUCHETTE_COUCHDB__MAX_DOCUMENT_SIZE=1000000, COUCHETTE_ADMINS__alice=secret); \
+            DATA-DIR/local.ini (written by PUT /_node/_local/_config/SECTION/KEY); the --config file; \
+            CouchDB's defaults. A value set through /_node/_local/_config takes effect at once.
             """)
 
     @Option(help: "TCP port to listen on (default 5984); 0 picks a free port and prints it.")
@@ -29,8 +34,8 @@ struct Serve: ParsableCommand {
     @Option(help: "HTTP worker threads (requests handled at once; default 16).")
     var threads: Int?
 
-    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
-    var logLevel = "info"
+    @Option(name: .customLong("log-level"), help: "debug, info, notice, warning, error or critical (default info).")
+    var logLevel: String?
 
     @Option(name: .customLong("config"),
             help: "A CouchDB-style ini file ([chttpd], [couchdb], [chttpd_auth], [cors], [admins]...). Passwords in clear in its [admins] are replaced by their hashes, as CouchDB does.")
@@ -72,7 +77,9 @@ struct Serve: ParsableCommand {
     func validate() throws {
         if let port { guard (0...65535).contains(port) else { throw ValidationError("--port must be between 0 and 65535") } }
         if let threads { guard threads > 0 else { throw ValidationError("--threads must be positive") } }
-        guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level \(logLevel)") }
+        if let logLevel, LogLevelControl.level(named: logLevel) == nil {
+            throw ValidationError("unknown --log-level \(logLevel)")
+        }
         for admin in admins where AdminEntry(commandLine: admin) == nil {
             // Never echo the value: it holds a password.
             throw ValidationError("--admin takes NAME:PASSWORD (a name without =, [, ] or ;, and a non-empty password)")
@@ -80,7 +87,7 @@ struct Serve: ParsableCommand {
     }
 
     func run() throws {
-        StandardErrorLogging.bootstrap(level: Logger.Level(rawValue: logLevel) ?? .info)
+        StandardErrorLogging.bootstrap(level: logLevel.flatMap(LogLevelControl.level(named:)) ?? .info)
         let logger = Logger(label: "couchette")
         // Databases, blobs and _users' password hashes are for this user's eyes only.
         umask(0o077)
@@ -91,12 +98,13 @@ struct Serve: ParsableCommand {
         if server.isAdminParty {
             logger.warning("""
                 NO SERVER ADMIN IS CONFIGURED: every client is an admin (CouchDB's "admin party"). \
-                Allowed only because Couchette listens on \(configuration.listener.bindAddress); \
-                any program on this machine, and \(configuration.cors.originsDescription), may read and \
+                Allowed only because Couchette listens on \(server.configuration.listener.bindAddress); \
+                any program on this machine, and \(server.configuration.cors.originsDescription), may read and \
                 write every database. Create an admin with --admin NAME:PASSWORD.
                 """)
         }
-        let listener = Listener(configuration: configuration.listener, handler: server)
+        // The listener takes what is in force, `local.ini` included.
+        let listener = Listener(configuration: server.configuration.listener, handler: server)
         // Signals are caught before the banner announces the server, so a parent that
         // stops it as soon as it is up is never ignored.
         ShutdownSignals.install { signal in
@@ -106,7 +114,7 @@ struct Serve: ParsableCommand {
         }
         try listener.start()
         // Written unbuffered, so a parent process reading the chosen port sees it at once.
-        let address = configuration.listener.bindAddress
+        let address = server.configuration.listener.bindAddress
         let banner = "Couchette \(ServerInfo.version) listening on http://\(address):\(listener.port)/ (data in \(dataDirectory))\n"
         FileHandle.standardOutput.write(Data(banner.utf8))
         logger.info("listening on \(address):\(listener.port)")
@@ -135,7 +143,9 @@ struct Serve: ParsableCommand {
         }
     }
 
-    /// Defaults, then the configuration file, then command-line options.
+    /// Defaults, then the configuration file, then `COUCHETTE_*` variables, then
+    /// command-line options (the data directory's `local.ini` is read by the server, under
+    /// the last two).
     private func serverConfiguration(logger: Logger) throws -> ServerConfiguration {
         var configuration = ServerConfiguration()
         if let configFile {
@@ -146,6 +156,24 @@ struct Serve: ParsableCommand {
                 try configuration.apply(ConfigurationFile(contentsOf: configFile))
             }
         }
+        let environment = ServerConfiguration.environmentEntries(ProcessInfo.processInfo.environment)
+        try configuration.apply(ConfigurationFile(entries: environment))
+        var pinned = Set(environment.map { $0.section + "/" + $0.key })
+        func pin(_ given: Any?, _ key: String) { if given != nil { pinned.insert(key) } }
+        pin(port, "chttpd/port")
+        pin(bind, "chttpd/bind_address")
+        pin(threads, "couchette/threads")
+        pin(corsOrigins, "cors/origins")
+        pin(corsCredentials ? true : nil, "cors/credentials")
+        pin(sessionTimeout, "chttpd_auth/timeout")
+        pin(requireValidUser ? true : nil, "chttpd/require_valid_user")
+        pin(maximumDocumentSize, "couchdb/max_document_size")
+        pin(maximumRequestSize, "chttpd/max_http_request_size")
+        pin(maximumConnections, "couchette/max_connections")
+        pin(idleTimeout, "couchette/idle_timeout")
+        pin(logLevel, "log/level")
+        configuration.pinnedKeys = pinned
+        if let logLevel { configuration.logLevel = logLevel }
         if let port { configuration.listener.port = port }
         if let bind { configuration.listener.bindAddress = bind }
         if let threads { configuration.listener.threadCount = threads }

@@ -813,3 +813,25 @@ private func merged(_ histories: [[Int]], of truth: TrueTree, stemLimit: Int? = 
         }
     }
 }
+
+// MARK: - Purging (couch_key_tree:remove_leafs)
+
+@Suite struct RevisionTreePurgeTests {
+    @Test func purgingOneBranchKeepsTheSharedAncestors() {
+        var tree = makeTree(path("3-1aa", "2-1a", "1-1"), path("3-1bb", "2-1b", "1-1"))
+        let (purged, removed) = tree.purge([rev("3-1bb"), rev("2-1a")])
+        // 2-1a is not a leaf: ignored.
+        #expect(purged == [rev("3-1bb")])
+        #expect(Set(removed) == [rev("2-1b"), rev("3-1bb")])
+        #expect(links(tree) == links(makeTree(path("3-1aa", "2-1a", "1-1"))))
+        #expect(tree.winner?.revision == rev("3-1aa"))
+    }
+
+    @Test func purgingEveryLeafEmptiesTheTree() {
+        var tree = makeTree(path("2-1a", "1-1"), path("2-1b", "1-1"))
+        let (purged, removed) = tree.purge([rev("2-1a"), rev("2-1b"), rev("9-zz")])
+        #expect(Set(purged) == [rev("2-1a"), rev("2-1b")])
+        #expect(removed.count == 3)
+        #expect(tree.isEmpty)
+    }
+}

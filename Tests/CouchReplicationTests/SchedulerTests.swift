@@ -21,7 +21,8 @@ import Testing
         try await b.call("PUT", "/continuous")
         try await b.call("PUT", "/once")
         try await a.fill("source", count: Self.total)
-        let proxy = try FaultyProxy(upstreamPort: b.port, faults: .init(delay: 0.002))
+        // Slow enough that a loaded machine still stops the jobs half-way.
+        let proxy = try FaultyProxy(upstreamPort: b.port, faults: .init(delay: 0.02))
         defer { proxy.stop() }
         let slow: JSONObject = ["source": "source", "worker_batch_size": 25, "worker_processes": 1, "checkpoint_interval": 100]
         var continuous = slow

@@ -208,7 +208,9 @@ import Testing
         Thread.sleep(forTimeInterval: 0.3)
         let started = Date()
         server.expectUp()
-        #expect(Date().timeIntervalSince(started) < 1)
+        // Unbounded, 48 checks of 300,000 iterations would hold every thread for a minute;
+        // the bound is loose so that a loaded machine cannot fail it.
+        #expect(Date().timeIntervalSince(started) < 5)
         #expect(group.wait(timeout: .now() + 60) == .success)
         // Each was checked (and failed) or, beyond the checks allowed at once, refused with 503.
         let final = statuses.withLock { answered }

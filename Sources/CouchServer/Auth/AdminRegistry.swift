@@ -81,6 +81,15 @@ public struct AdminRegistry: Sendable {
         return registry
     }
 
+    /// The registry with `name` given `hash`, or removed when `hash` is nil.
+    func setting(_ name: String, to hash: PasswordHash?) -> AdminRegistry {
+        var admins = self.admins
+        admins[name] = hash
+        return AdminRegistry(admins: admins)
+    }
+
+    static func path(in directory: String) -> String { directory + "/" + fileName }
+
     func save(to path: String) throws(ConfigurationError) {
         var text = "; Couchette's server admins, as CouchDB's local.ini keeps them: PBKDF2 hashes, never passwords.\n[admins]\n"
         for name in names { text += "\(name) = \(admins[name]!.adminEntry)\n" }

@@ -62,6 +62,11 @@ enum AuthorizationPolicy {
                 return .databaseAdminToCompact
             case .revisionsLimit, .security:
                 return method == .PUT ? .databaseAdmin : .member
+            // Purging rewrites history: database admins only, as in CouchDB.
+            case .purge:
+                return .databaseAdmin
+            case .purgedInfosLimit, .purgedInfos:
+                return method == .PUT ? .databaseAdmin : .member
             }
         case .document, .attachment, .localDocument, .designResource:
             return .member

@@ -17,6 +17,6 @@ enum ChangesRoute {
         let options = try ChangesOptions(context, body: body)
         let feed = ChangesFeed(database: database, options: options)
         try feed.prepare()
-        return HTTPResponse(status: 200, headers: [("Content-Type", feed.contentType)], body: .stream(feed))
+        return HTTPResponse(status: 200, headers: [("Content-Type", feed.contentType)], body: .stream(CountedStream(feed, metrics: context.server.metrics)))
     }
 }

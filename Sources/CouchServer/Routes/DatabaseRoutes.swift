@@ -15,7 +15,7 @@ enum DatabaseRoutes {
         let q = cluster?["q"]?.intValue ?? 1, n = cluster?["n"]?.intValue ?? 1
         return [
             "db_name": JSONValue(info.name.rawValue),
-            "purge_seq": UpdateSequence(0).json,
+            "purge_seq": UpdateSequence(try database.purgeSequence).json,
             "update_seq": UpdateSequence(info.updateSequence).json,
             "sizes": ["file": JSONValue(info.fileSize), "external": JSONValue(info.externalSize),
                       "active": JSONValue(info.activeSize)],

@@ -1,5 +1,6 @@
 import CouchCore
 import CouchStore
+import Foundation
 
 /// `/`, `/_all_dbs`, `/_uuids`, `/_up`, `/_membership`.
 enum ServerRoutes {
@@ -57,7 +58,18 @@ enum ServerRoutes {
                      headers: [("Cache-Control", "must-revalidate, no-cache"), ("Pragma", "no-cache")])
     }
 
+    /// CouchDB's `_up`: 404 with `maintenance_mode` or `nolb` when `[couchdb] maintenance_mode`
+    /// says so (load balancers take the node out); also 404 when the data directory cannot be
+    /// written, the storage failure a load balancer should see.
     static func getUp(_ context: RouteContext) throws -> HTTPResponse {
-        .json(200, ["status": "ok", "seeds": [:]])
+        switch context.server.configuration.maintenanceMode {
+        case "true": return .json(404, ["status": "maintenance_mode"])
+        case "nolb": return .json(404, ["status": "nolb"])
+        default: break
+        }
+        guard access(context.server.databases.directory, W_OK | X_OK) == 0 else {
+            return .json(404, ["status": "storage_unavailable"])
+        }
+        return .json(200, ["status": "ok", "seeds": [:]])
     }
 }

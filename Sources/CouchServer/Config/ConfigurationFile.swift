@@ -7,6 +7,12 @@ public struct ConfigurationFile: Sendable {
         public let section: String
         public let key: String
         public let value: String
+
+        public init(section: String, key: String, value: String) {
+            self.section = section
+            self.key = key
+            self.value = value
+        }
     }
 
     public private(set) var entries: [Entry] = []
@@ -29,6 +35,10 @@ public struct ConfigurationFile: Sendable {
             guard !key.isEmpty else { throw ConfigurationError("line \(number + 1): empty key") }
             entries.append(Entry(section: section, key: key, value: value))
         }
+    }
+
+    public init(entries: [Entry]) {
+        self.entries = entries
     }
 
     public init(contentsOf path: String) throws(ConfigurationError) {

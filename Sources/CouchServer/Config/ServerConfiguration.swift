@@ -12,8 +12,19 @@ public struct ServerConfiguration: Sendable {
     /// CouchDB's `[couchdb] max_document_size` (bytes of a document's JSON): larger
     /// documents are refused with 413 `document_too_large`.
     public var maximumDocumentSize = 8_000_000
+    /// CouchDB's `[couchdb] max_dbs_open`: databases kept open at once (idle ones beyond it are closed).
+    public var maximumOpenDatabases = 500
+    /// `[couchdb] maintenance_mode`: `true` or `nolb` make `/_up` answer 404.
+    public var maintenanceMode = "false"
     public var authentication = AuthenticationConfiguration()
     public var cors = CORSConfiguration()
+    /// `[log] level`: debug, info, notice, warning, error, critical (CouchDB's names).
+    public var logLevel = "info"
+    /// Entries of the files read that Couchette does not interpret, shown by `_config` as given.
+    public var otherEntries: [ConfigurationFile.Entry] = []
+    /// `section/key` of values given on the command line or in `COUCHETTE_*` variables:
+    /// at start they win over the data directory's `local.ini`.
+    public var pinnedKeys: Set<String> = []
     /// Design-document functions' limits: `[query_server_config] os_process_timeout`
     /// (milliseconds in the file, 5000) and `[couchette] function_memory_limit` (bytes of heap).
     public var functions = FunctionLimits()
@@ -147,6 +158,11 @@ extension ServerConfiguration {
         if let address = file.value("bind_address", in: "chttpd", "httpd") { listener.bindAddress = address }
         if let size = try int("max_http_request_size", "chttpd", "httpd") { listener.maximumBodySize = size }
         if let size = try int("max_document_size", "couchdb") { maximumDocumentSize = size }
+        if let mode = file.value("maintenance_mode", in: "couchdb") { maintenanceMode = mode.lowercased() }
+        if let count = try int("max_dbs_open", "couchdb") {
+            guard count > 0 else { throw ConfigurationError("max_dbs_open must be positive") }
+            maximumOpenDatabases = count
+        }
         if let threads = try int("threads", "couchette") { listener.threadCount = threads }
         if let limit = try int("max_connections", "couchette") { listener.connectionLimit = limit }
         if let seconds = try int("idle_timeout", "couchette") { listener.idleTimeoutSeconds = seconds }
@@ -211,5 +227,13 @@ extension ServerConfiguration {
         if let headers = file.value("headers", in: "cors") { cors.headers = list(headers).map { $0.lowercased() } }
         if let exposed = file.value("exposed_headers", in: "cors") { cors.exposedHeaders = list(exposed).map { $0.lowercased() } }
         if let maxAge = try int("max_age", "cors") { cors.maxAge = maxAge }
+        if let level = file.value("level", in: "log") {
+            guard LogLevelControl.level(named: level) != nil else { throw ConfigurationError("unknown log level \"\(level)\"") }
+            logLevel = level
+        }
+        for entry in file.entries where !Self.isInterpreted(entry) {
+            otherEntries.removeAll { $0.section == entry.section && $0.key == entry.key }
+            otherEntries.append(entry)
+        }
     }
 }

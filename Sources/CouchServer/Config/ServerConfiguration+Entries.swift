@@ -1,0 +1,86 @@
+import CouchCore
+
+extension ServerConfiguration {
+    /// The configuration as `GET /_node/_local/_config` shows it: every key Couchette
+    /// interprets, with its current value, then the other entries of the files it read.
+    /// `[admins]` is not here: admins live hashed in their own file (see `AdminRegistry`).
+    public var entries: [ConfigurationFile.Entry] {
+        func entry(_ section: String, _ key: String, _ value: String) -> ConfigurationFile.Entry {
+            ConfigurationFile.Entry(section: section, key: key, value: value)
+        }
+        let auth = authentication
+        var result = [
+            entry("chttpd", "port", String(listener.port)),
+            entry("chttpd", "bind_address", listener.bindAddress),
+            entry("chttpd", "max_http_request_size", String(listener.maximumBodySize)),
+            entry("chttpd", "require_valid_user", String(auth.requireValidUser)),
+            entry("chttpd", "require_valid_user_except_for_up", String(auth.requireValidUserExceptForUp)),
+            entry("chttpd", "enable_cors", String(cors.isEnabled)),
+            entry("chttpd_auth", "timeout", String(auth.sessionTimeout)),
+            entry("chttpd_auth", "iterations", String(auth.iterations)),
+            entry("chttpd_auth", "allow_persistent_cookies", String(auth.allowPersistentCookies)),
+            entry("couchdb", "max_document_size", String(maximumDocumentSize)),
+            entry("couchdb", "max_dbs_open", String(maximumOpenDatabases)),
+            entry("couchdb", "maintenance_mode", maintenanceMode),
+            entry("couchdb", "default_security", auth.defaultSecurity.rawValue),
+            entry("couchdb", "users_db_security_editable", String(auth.usersDatabaseSecurityEditable)),
+            entry("cors", "origins", cors.origins.joined(separator: ", ")),
+            entry("cors", "credentials", String(cors.credentials)),
+            entry("cors", "methods", cors.methods.joined(separator: ", ")),
+            entry("cors", "headers", cors.headers.joined(separator: ", ")),
+            entry("cors", "exposed_headers", cors.exposedHeaders.joined(separator: ", ")),
+            entry("cors", "max_age", String(cors.maxAge)),
+            entry("couchette", "threads", String(listener.threadCount)),
+            entry("couchette", "max_connections", String(listener.connectionLimit)),
+            entry("couchette", "idle_timeout", String(listener.idleTimeoutSeconds)),
+            entry("couchette", "max_url_length", String(listener.maximumURLLength)),
+            entry("couchette", "max_header_size", String(listener.maximumHeaderSize)),
+            entry("log", "level", logLevel),
+            entry("query_server_config", "os_process_timeout", String(Int(functions.timeout * 1000))),
+            entry("couchette", "function_memory_limit", String(functions.memory)),
+            entry("replicator", "max_jobs", String(replicator.maxJobs)),
+            entry("replicator", "interval", String(replicator.intervalMilliseconds)),
+            entry("replicator", "max_churn", String(replicator.maxChurn)),
+        ]
+        result.append(entry("chttpd_auth", "min_iterations", String(auth.minimumIterations)))
+        result.append(entry("chttpd_auth", "max_iterations", String(auth.maximumIterations)))
+        if let sameSite = auth.cookieSameSite { result.append(entry("chttpd_auth", "same_site", sameSite)) }
+        if let challenge = auth.wwwAuthenticate { result.append(entry("httpd", "WWW-Authenticate", challenge)) }
+        return result + otherEntries.filter { $0.section != "admins" }
+    }
+
+    /// Keys `apply` reads, in every section it reads them from.
+    static func isInterpreted(_ entry: ConfigurationFile.Entry) -> Bool {
+        let keys: [String: Set<String>] = [
+            "chttpd": ["port", "bind_address", "max_http_request_size", "require_valid_user",
+                       "require_valid_user_except_for_up", "enable_cors", "WWW-Authenticate"],
+            "httpd": ["port", "bind_address", "max_http_request_size", "enable_cors", "WWW-Authenticate"],
+            "chttpd_auth": ["timeout", "iterations", "min_iterations", "max_iterations", "allow_persistent_cookies",
+                            "same_site", "require_valid_user", "require_valid_user_except_for_up"],
+            "couchdb": ["max_document_size", "max_dbs_open", "maintenance_mode", "default_security", "users_db_security_editable"],
+            "cors": ["origins", "credentials", "methods", "headers", "exposed_headers", "max_age"],
+            "couchette": ["threads", "max_connections", "idle_timeout", "max_url_length", "max_header_size",
+                          "function_memory_limit"],
+            "log": ["level"],
+            "query_server_config": ["os_process_timeout"],
+            "replicator": ["max_jobs", "interval", "max_churn"],
+        ]
+        if entry.section == "admins" { return true }
+        let section = entry.section == "couch_httpd_auth" ? "chttpd_auth" : entry.section
+        return keys[section]?.contains(entry.key) ?? false
+    }
+
+    /// Values from `COUCHETTE_<SECTION>__<KEY>` variables (`COUCHETTE_COUCHDB__MAX_DOCUMENT_SIZE=...`):
+    /// section and key lowercased, except admin names, kept as written.
+    public static func environmentEntries(_ environment: [String: String]) -> [ConfigurationFile.Entry] {
+        environment.keys.sorted().compactMap { name -> ConfigurationFile.Entry? in
+            guard name.hasPrefix("COUCHETTE_"), let value = environment[name] else { return nil }
+            let rest = name.dropFirst("COUCHETTE_".count)
+            guard let separator = rest.range(of: "__") else { return nil }
+            let section = rest[..<separator.lowerBound].lowercased()
+            let rawKey = String(rest[separator.upperBound...])
+            guard !section.isEmpty, !rawKey.isEmpty else { return nil }
+            return ConfigurationFile.Entry(section: section, key: section == "admins" ? rawKey : rawKey.lowercased(), value: value)
+        }
+    }
+}
