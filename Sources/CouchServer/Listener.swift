@@ -20,6 +20,10 @@ public struct ListenerConfiguration: Sendable {
     public var maximumHeaderSize = 16 * 1024
     /// Seconds a new connection has to send its first request's head, however it trickles.
     public var headerTimeoutSeconds = 30.0
+    /// A request body must arrive at `minimumBodyRate` bytes per second on average once
+    /// `bodyGraceSeconds` have passed since its head, or its connection is closed.
+    public var bodyGraceSeconds = 30.0
+    public var minimumBodyRate = 16 * 1024
     /// Connections one client address may hold; nil: a quarter of `connectionLimit`, or all of it
     /// when bound to loopback (where every client has the same address).
     public var maximumConnectionsPerAddress: Int?
@@ -42,6 +46,8 @@ public final class Listener: @unchecked Sendable {
     private var acceptor: Acceptor?
     /// Suspended feeds whose client hangs up are resumed, so that their connection closes.
     private(set) var hangups: HangupWatcher?
+    /// Bodies that trickle in too slowly have their connection closed.
+    private var bodyDeadlines: BodyDeadlines?
     private let connectionsLock = NSLock()
     private var connectionCount = 0
     private var connectionsByAddress: [UInt32: Int] = [:]
@@ -124,6 +130,8 @@ public final class Listener: @unchecked Sendable {
         self.daemon = daemon
         self.acceptor = acceptor
         hangups = HangupWatcher()
+        bodyDeadlines = BodyDeadlines(graceSeconds: configuration.bodyGraceSeconds,
+                                      minimumRate: configuration.minimumBodyRate, logger: logger)
         port = acceptor.port
         acceptor.start()
     }
@@ -143,6 +151,8 @@ public final class Listener: @unchecked Sendable {
         MHD_stop_daemon(daemon)
         hangups?.stop()
         hangups = nil
+        bodyDeadlines?.stop()
+        bodyDeadlines = nil
         self.daemon = nil
     }
 
@@ -189,6 +199,9 @@ public final class Listener: @unchecked Sendable {
             // Refused at once when the headers say so, before a client that sent
             // `Expect: 100-continue` sends the body.
             if let refusal = refusal(state, adding: 0) { return refuse(refusal, state: state, method: method, url: url) }
+            if state.expectsBody {
+                bodyDeadlines?.watch(state, descriptor: couchette_mhd_connection_fd(connection), label: "\(method) \(url)")
+            }
             return .YES
         }
         let state = Unmanaged<RequestState>.fromOpaque(raw).takeUnretainedValue()
@@ -207,6 +220,7 @@ public final class Listener: @unchecked Sendable {
         if let refusal = refusal(state, adding: count) { return refuse(refusal, state: state, method: method, url: url) }
         if count > 0 {
             state.received += count
+            if state.expectsBody { bodyDeadlines?.received(count, for: state) }
             guard let upload else { return .YES }
             let bytes = UnsafeRawBufferPointer(start: upload, count: count)
             if let sink = state.sink {
@@ -219,13 +233,11 @@ public final class Listener: @unchecked Sendable {
             return .YES
         }
         state.responded = true
+        if state.expectsBody { bodyDeadlines?.unwatch(state) }
         let request = state.makeRequest()
         let response: HTTPResponse
-        let urlLength = request.query.reduce(url.utf8.count) { $0 + $1.name.utf8.count + $1.value.utf8.count + 2 }
         if state.sinkError != nil { state.sink?.abort() }
-        if urlLength > configuration.maximumURLLength {
-            response = .error(CouchError(.uriTooLong, "URL is too long"))
-        } else if let error = state.sinkError {
+        if let error = state.sinkError {
             response = .error(error as? CouchError ?? CouchError.badRequest("cannot read the request body"))
         } else {
             response = handler.handle(request)
@@ -234,8 +246,10 @@ public final class Listener: @unchecked Sendable {
         return queue(response, state: state, closing: false)
     }
 
-    /// A request over the header or body limits.
+    /// A request over the URL, header or body limits, or with ambiguous framing. Checked from
+    /// the first call on, for every request of a connection: the `Acceptor` vets only the first.
     private func refusal(_ state: RequestState, adding count: Int) -> CouchError? {
+        if state.targetLength > configuration.maximumURLLength { return CouchError(.uriTooLong, "URL is too long") }
         if let framing = state.framingError { return framing }
         if state.headerBytes > configuration.maximumHeaderSize {
             return CouchError(.headerTooLarge, "Request headers are too large")
@@ -247,6 +261,7 @@ public final class Listener: @unchecked Sendable {
 
     private func refuse(_ error: CouchError, state: RequestState, method: String, url: String) -> MHD_Result {
         state.responded = true
+        if state.expectsBody { bodyDeadlines?.unwatch(state) }
         state.sink?.abort()
         logger.info("\(method) \(url) \(error.status) \(error.reason)")
         return queue(.error(error), state: state, closing: true)
@@ -299,6 +314,7 @@ public final class Listener: @unchecked Sendable {
 
     fileprivate func completed(state raw: UnsafeMutableRawPointer) {
         let state = Unmanaged<RequestState>.fromOpaque(raw).takeRetainedValue()
+        if state.expectsBody { bodyDeadlines?.unwatch(state) }
         if !state.responded { state.sink?.abort() }
         if let waiting = state.deferred {
             waiting.connectionClosed()
@@ -324,6 +340,10 @@ final class RequestState {
     /// Ambiguous body framing (a request-smuggling attempt): refused before the body is read.
     private(set) var framingError: CouchError?
     var responded = false
+    /// A body follows the head (a non-zero length or a transfer coding): it has a deadline.
+    var expectsBody: Bool {
+        headers["transfer-encoding"] != nil || (headers["content-length"].map { $0 != "0" } ?? false)
+    }
     /// Bytes of the request's header lines, as received.
     private(set) var headerBytes = 0
     var stream: StreamConnection?
@@ -331,6 +351,8 @@ final class RequestState {
     let started = DispatchTime.now()
     private var headers: [String: String] = [:]
     private var query: [(name: String, value: String)] = []
+    /// The request target's length, about as sent (path, `?`, `=` and `&` included).
+    private(set) var targetLength = 0
 
     init(method: String, path: String, connection: OpaquePointer, listener: Listener) {
         self.method = method
@@ -339,6 +361,7 @@ final class RequestState {
         let context = Unmanaged.passUnretained(self).toOpaque()
         MHD_get_connection_values(connection, .HEADER_KIND, collectHeader, context)
         MHD_get_connection_values(connection, .GET_ARGUMENT_KIND, collectArgument, context)
+        targetLength = query.reduce(path.utf8.count) { $0 + $1.name.utf8.count + $1.value.utf8.count + 2 }
         sink = listener.handler.bodySink(method: method, path: path, headers: headers)
         let limit = sink == nil ? listener.configuration.maximumBodySize : listener.configuration.maximumUploadSize
         if let length = headers["content-length"].flatMap(Int.init), length > limit {

@@ -167,6 +167,8 @@ extension ServerConfiguration {
         if let limit = try int("max_connections", "couchette") { listener.connectionLimit = limit }
         if let seconds = try int("idle_timeout", "couchette") { listener.idleTimeoutSeconds = seconds }
         if let seconds = try int("header_timeout", "couchette") { listener.headerTimeoutSeconds = Double(max(1, seconds)) }
+        if let seconds = try int("body_timeout", "couchette") { listener.bodyGraceSeconds = Double(max(1, seconds)) }
+        if let rate = try int("body_min_rate", "couchette") { listener.minimumBodyRate = max(1, rate) }
         if let count = try int("max_connections_per_address", "couchette") { listener.maximumConnectionsPerAddress = max(1, count) }
         if let size = try int("max_url_length", "couchette") { listener.maximumURLLength = size }
         if let size = try int("max_header_size", "couchette") { listener.maximumHeaderSize = size }
