@@ -74,9 +74,16 @@ public final class CouchServer: RequestHandler {
 
     /// Stops every replication (each writes a last checkpoint); `_replicator` documents
     /// keep their state, so their jobs resume when a server starts on this data again.
-    public func shutdown() {
+    /// Stops every replication and waits (up to `timeout` seconds) for each to write its
+    /// last checkpoint, so that it starts again from there with the server.
+    public func shutdown(timeout: Double = 10) {
+        let running = replications.replications
         replicatorDatabase.stop()
         scheduler.shutdown()
+        let finished = DispatchSemaphore(value: 0)
+        running.forEach { $0.whenFinished { _ in finished.signal() } }
+        let deadline = DispatchTime.now() + timeout
+        for _ in running where finished.wait(timeout: deadline) == .timedOut { break }
     }
 
     /// CouchDB's defaults: an admin party on loopback, unless admins were stored before.

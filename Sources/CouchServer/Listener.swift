@@ -136,6 +136,27 @@ public final class Listener: @unchecked Sendable {
         acceptor.start()
     }
 
+    /// Graceful stop, first half: no new connection is accepted, requests arriving on open
+    /// ones answer 503 and close, feeds end, and the requests being handled finish and have
+    /// their responses sent (waiting at most `timeout` seconds). `stop` then closes the rest.
+    public func drain(timeout: Double = 10) {
+        acceptor?.stop()
+        acceptor = nil
+        streamsLock.lock()
+        stopping = true
+        let open = Array(streams.values)
+        streamsLock.unlock()
+        open.forEach { $0.finish() }
+        activeLock.withLock { draining = true }
+        let deadline = Date().addingTimeInterval(timeout)
+        while activeLock.withLock({ activeRequests }) > 0, Date() < deadline { usleep(10_000) }
+    }
+
+    private let activeLock = NSLock()
+    /// Requests handled or whose response is being sent (from the handler's call to libmicrohttpd's completion).
+    private var activeRequests = 0
+    private var draining = false
+
     public func stop() {
         guard let daemon else { return }
         acceptor?.stop()
@@ -239,7 +260,12 @@ public final class Listener: @unchecked Sendable {
         if state.sinkError != nil { state.sink?.abort() }
         if let error = state.sinkError {
             response = .error(error as? CouchError ?? CouchError.badRequest("cannot read the request body"))
+        } else if activeLock.withLock({ draining }) {
+            logger.info("\(method) \(url) 503 (stopping)")
+            return queue(.error(CouchError(.serviceUnavailable, "The server is stopping.")), state: state, closing: true)
         } else {
+            activeLock.withLock { activeRequests += 1 }
+            state.counted = true
             response = handler.handle(request)
         }
         logger.info("\(method) \(url) \(response.status) \(state.elapsedMilliseconds)ms")
@@ -314,6 +340,7 @@ public final class Listener: @unchecked Sendable {
 
     fileprivate func completed(state raw: UnsafeMutableRawPointer) {
         let state = Unmanaged<RequestState>.fromOpaque(raw).takeRetainedValue()
+        if state.counted { activeLock.withLock { activeRequests -= 1 } }
         if state.expectsBody { bodyDeadlines?.unwatch(state) }
         if !state.responded { state.sink?.abort() }
         if let waiting = state.deferred {
@@ -329,6 +356,8 @@ public final class Listener: @unchecked Sendable {
 
 /// What the listener keeps about a request between libmicrohttpd's callbacks.
 final class RequestState {
+    /// Counted in the listener's active requests until libmicrohttpd completes it.
+    var counted = false
     let method: String
     let path: String
     let connection: OpaquePointer

@@ -108,9 +108,13 @@ struct Serve: ParsableCommand {
         // Signals are caught before the banner announces the server, so a parent that
         // stops it as soon as it is up is never ignored.
         ShutdownSignals.install { signal in
+            // Replications first (their last checkpoint may go through this listener), then
+            // the requests in flight finish and feeds end, then the daemon and databases close.
             logger.info("received \(signal), stopping")
             server.shutdown()
+            listener.drain()
             listener.stop()
+            logger.info("stopped")
         }
         try listener.start()
         // Written unbuffered, so a parent process reading the chosen port sees it at once.

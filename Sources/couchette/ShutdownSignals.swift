@@ -38,11 +38,13 @@ enum ShutdownSignals {
         }
     }
 
-    /// Runs `stop` and exits on the first SIGINT or SIGTERM.
+    /// Runs `stop` and exits on the first SIGINT or SIGTERM (a second one exits at once).
     static func install(stop: @escaping @Sendable (String) -> Void) {
+        let first = NSLock()
+        nonisolated(unsafe) var stopping = false
         onSignal { name in
-            stop(name)
-            exit(0)
+            if first.withLock({ let was = stopping; stopping = true; return was }) { exit(0) }
+            Thread { stop(name); exit(0) }.start()
         }
     }
 }
