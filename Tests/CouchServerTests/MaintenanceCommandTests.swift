@@ -44,4 +44,68 @@ import Testing
         let document = try JSONValue.parse(try httpRequest(port: restarted.port, "GET", "/db/doc").body)
         #expect(document["n"] == 19)
     }
+
+    /// Every leaf of every document of `database` with its history and attachment bytes,
+    /// as `open_revs=all&revs=true&attachments=true` answers, keyed by document ID.
+    private func revisionTrees(port: Int, _ database: String) throws -> [String: JSONValue] {
+        let changes = try JSONValue.parse(try httpRequest(port: port, "GET", "/\(database)/_changes?style=all_docs").body)
+        var trees: [String: JSONValue] = [:]
+        for row in changes["results"]?.arrayValue ?? [] {
+            let id = try #require(row["id"]?.stringValue)
+            let response = try httpRequest(port: port, "GET", "/\(database)/\(id)?open_revs=all&revs=true&attachments=true",
+                                           headers: [("Accept", "application/json")])
+            #expect(response.status == 200)
+            // Sorted by revision, so that the comparison does not depend on the order of leaves.
+            let leaves = try JSONValue.parse(response.body).arrayValue ?? []
+            trees[id] = .array(leaves.sorted { ($0["ok"]?["_rev"]?.stringValue ?? "") < ($1["ok"]?["_rev"]?.stringValue ?? "") })
+        }
+        return trees
+    }
+
+    @Test func dumpAndLoadKeepRevisionTreesAndAttachments() throws {
+        let server = try ServerProcess()
+        let port = server.port
+        func send(_ method: String, _ path: String, _ body: String) throws -> JSONValue {
+            try JSONValue.parse(try httpRequest(port: port, method, path, headers: [("Content-Type", "application/json")],
+                                                body: Array(body.utf8)).body)
+        }
+        #expect(try httpRequest(port: port, "PUT", "/db").status == 201)
+        // Plain documents, one deleted, one with a conflict (two branches), attachments text and binary.
+        for index in 0..<30 { _ = try send("PUT", "/db/doc\(index)", #"{"n":\#(index),"s":"é\\n"}"#) }
+        let deleted = try send("PUT", "/db/gone", #"{"n":1}"#)
+        _ = try send("DELETE", "/db/gone?rev=\(deleted["rev"]?.stringValue ?? "")", "")
+        _ = try send("POST", "/db/_bulk_docs", #"{"new_edits":false,"docs":[{"_id":"split","_rev":"2-aaa","v":"a","_revisions":{"start":2,"ids":["aaa","root"]}},{"_id":"split","_rev":"3-bbb","v":"b","_revisions":{"start":3,"ids":["bbb","mid","root"]}},{"_id":"split","_rev":"2-ccc","_deleted":true,"_revisions":{"start":2,"ids":["ccc","root"]}}]}"#)
+        let binary = (0..<3000).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 3) }
+        let withFiles = try send("PUT", "/db/files", #"{"_attachments":{"a.txt":{"content_type":"text/plain","data":"\#(Base64.encode(Array("hello".utf8)))"}}}"#)
+        let put = try httpRequest(port: port, "PUT", "/db/files/b.bin?rev=\(withFiles["rev"]?.stringValue ?? "")",
+                                  headers: [("Content-Type", "application/octet-stream")], body: binary)
+        #expect(put.status == 201)
+        let original = try revisionTrees(port: port, "db")
+        #expect(original.count == 33)
+        _ = server.stop(keepData: true)
+
+        let dumpFile = server.directory + "/../dump-\(UUID().uuidString).ndjson"
+        defer { try? FileManager.default.removeItem(atPath: dumpFile) }
+        let dumped = try run(["dump", "--data-dir", server.directory, "db", "--output", dumpFile])
+        #expect(dumped.status == 0, "\(dumped.output)")
+        let lines = try String(contentsOfFile: dumpFile, encoding: .utf8).split(separator: "\n")
+        #expect(lines.count == 34)
+        #expect(try JSONValue.parse(Array(lines[0].utf8))["db_name"] == "db")
+        #expect(try run(["load", "--data-dir", server.directory, "copy", "--input", dumpFile]).status != 0)
+        let loaded = try run(["load", "--data-dir", server.directory, "copy", "--input", dumpFile, "--create"])
+        #expect(loaded.status == 0, "\(loaded.output)")
+
+        let restarted = try ServerProcess(directory: server.directory)
+        defer { _ = restarted.stop() }
+        let copy = try revisionTrees(port: restarted.port, "copy")
+        #expect(Set(copy.keys) == Set(original.keys))
+        for (id, leaves) in original { #expect(copy[id] == leaves, "\(id)") }
+        let split = try #require(copy["split"]?.arrayValue)
+        #expect(split.count == 3)  // 2-aaa, 3-bbb and the deleted 2-ccc
+        let file = try httpRequest(port: restarted.port, "GET", "/copy/files/b.bin")
+        #expect(file.body == binary)
+        let info = try JSONValue.parse(try httpRequest(port: restarted.port, "GET", "/copy").body)
+        #expect(info["doc_count"] == 32)
+        #expect(info["doc_del_count"] == 1)
+    }
 }
