@@ -174,6 +174,20 @@ struct Load: ParsableCommand {
         var total: Int?
         var progress = ProgressLine()
         var failures = 0
+        var pending: [(DocumentEdit, Int)] = []
+        var pendingBytes = 0
+        func flush() throws {
+            guard !pending.isEmpty else { return }
+            let results = try database.bulkUpdate(pending.map(\.0), newEdits: false, keepingAbsentBodies: true)
+            for ((_, line), result) in zip(pending, results) {
+                if case .failure(let error) = result {
+                    failures += 1
+                    FileHandle.standardError.write(Data("line \(line): \(error.error): \(error.reason)\n".utf8))
+                }
+            }
+            pending = []
+            pendingBytes = 0
+        }
         while true {
             let count = getline(&buffer, &capacity, file)
             guard count >= 0, let buffer else { break }
@@ -198,12 +212,13 @@ struct Load: ParsableCommand {
                     throw ValidationError("line \(lineNumber): \(error.reason)")
                 }
             }
-            for case .failure(let error) in try database.bulkUpdate(edits, newEdits: false, keepingAbsentBodies: true) {
-                failures += 1
-                FileHandle.standardError.write(Data("line \(lineNumber): \(error.error): \(error.reason)\n".utf8))
-            }
+            pending += edits.map { ($0, lineNumber) }
+            pendingBytes += count
+            // Written in batches (one transaction each) of bounded size, not line by line.
+            if pending.count >= 200 || pendingBytes >= 4 << 20 { try flush() }
             progress.show(lineNumber - 1, of: total)
         }
+        try flush()
         guard ferror(file) == 0 else { throw ValidationError("cannot read the dump") }
         progress.show(max(0, lineNumber - 1), of: total, force: true)
         progress.finish()
