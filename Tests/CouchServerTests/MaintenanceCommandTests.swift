@@ -5,9 +5,9 @@ import Testing
 
 /// `couchette version` and `couchette compact`, run as a user runs them.
 @Suite struct MaintenanceCommandTests {
-    private func run(_ arguments: [String]) throws -> (status: Int32, output: String) {
+    private func run(_ arguments: [String], executable: String? = nil) throws -> (status: Int32, output: String) {
         let process = Process()
-        process.executableURL = ServerProcess.executable
+        process.executableURL = executable.map(URL.init(fileURLWithPath:)) ?? ServerProcess.executable
         process.arguments = arguments
         let output = Pipe()
         process.standardOutput = output
@@ -107,5 +107,17 @@ import Testing
         let info = try JSONValue.parse(try httpRequest(port: restarted.port, "GET", "/copy").body)
         #expect(info["doc_count"] == 32)
         #expect(info["doc_del_count"] == 1)
+    }
+
+    /// docker/ checked without a Docker engine: Dockerfile syntax, a non-root runtime with a
+    /// health check, and every library `ldd` reports for the built binary installed by the
+    /// runtime stage (scripts/check-docker).
+    @Test func dockerfileCoversTheBinarysLibraries() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        let check = try run([root.appendingPathComponent("scripts/check-docker").path, ServerProcess.executable.path],
+                            executable: "/usr/bin/python3")
+        #expect(check.status == 0, "\(check.output)")
+        #expect(check.output.contains("docker/ checked"))
     }
 }
