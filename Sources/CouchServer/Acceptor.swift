@@ -1,4 +1,4 @@
-import CMicroHTTPD
+import CMicroHTTPD  // for epoll, which its shim header brings; no libmicrohttpd call here
 import CouchCore
 import Foundation
 

@@ -1,4 +1,4 @@
-import CMicroHTTPD
+import CMicroHTTPD  // for epoll, which its shim header brings; no libmicrohttpd call here
 import Foundation
 
 /// Notices clients that hang up while their connection is suspended (a change feed waiting
