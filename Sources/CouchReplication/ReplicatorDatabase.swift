@@ -432,12 +432,8 @@ public final class ReplicatorDatabase: @unchecked Sendable {
         return value.stringValue ?? ""
     }
 
-    // MARK: - Pending documents
+    // MARK: - Attachments on demand and pending documents
 
-    /// The IDs of the documents a push job (local source) has not copied yet: those changed
-    /// since the checkpoint it recorded on the source, through its filter. Answered from the
-    /// checkpoint and the local changes feed, without contacting the target. Nil when there
-    /// is no such document; throws `bad_request` for a job whose source is not local.
     /// The remotes whose pulls into `database` left attachment bodies behind
     /// (`"attachments": "on_demand"`), as their documents describe them now.
     public func onDemandSources(for database: DatabaseName) -> [RemotePeer] {
@@ -453,39 +449,11 @@ public final class ReplicatorDatabase: @unchecked Sendable {
         }
     }
 
+    /// The documents the push job of replicator document `id` has not copied yet (see
+    /// `PendingDocuments`); nil when there is no such document or job yet.
     public func pendingDocumentIDs(database: DatabaseName, id: DocumentID) throws(CouchError) -> (since: JSONValue, ids: [String])? {
-        let key = Key(database: database, id: id)
-        guard let state = lock.withLock({ documents[key] }) else { return nil }
-        guard let settings = state.settings, case .local(let sourceName) = settings.source else {
-            throw CouchError.badRequest("Pending documents are known for jobs whose source is a local database")
-        }
-        guard let replicationID = scheduler.manager.knownReplicationID(for: settings) else { return nil }
-        let source: Database
-        do {
-            source = try databases.database(sourceName)
-        } catch {
-            throw CouchError(.databaseNotFound, "could not open \(sourceName.rawValue)")
-        }
-        var since: JSONValue = 0
-        if settings.useCheckpoints,
-           let log = try? source.localDocument(DocumentID(DocumentID.localPrefix + replicationID.baseID)),
-           let recorded = (try? JSONValue.parse(log.body))?["source_last_seq"] {
-            since = recorded
-        }
-        let functions = scheduler.manager.functions
-        let filter = try settings.filter.map { filter throws(ReplicationError) in
-            try LocalFilter(filter, database: source, functions: functions)
-        }
-        let after = SourceSequence(since).leadingInteger ?? 0
-        let rows: [ChangeRow]
-        do {
-            rows = try source.changes(ChangesQuery(since: after, includeBodies: filter?.needsDocument ?? false))
-        } catch {
-            throw CouchError.internalError("cannot read the changes of \(sourceName.rawValue)")
-        }
-        let accepted = try filter?.accepts(rows) ?? rows.map { _ in true }
-        let ids = zip(rows, accepted).filter { !$0.0.id.isLocal && $0.1 }.map(\.0.id.rawValue)
-        return (since, ids)
+        guard let settings = lock.withLock({ documents[Key(database: database, id: id)]?.settings }) else { return nil }
+        return try PendingDocuments.of(settings, manager: scheduler.manager, databases: databases)
     }
 
     // MARK: - Reporting
