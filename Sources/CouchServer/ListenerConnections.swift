@@ -1,0 +1,229 @@
+import CMicroHTTPD
+import CShims
+import CouchCore
+import Foundation
+
+// The listener's per-connection state: a request between libmicrohttpd's callbacks, and the
+// connections it suspends (streamed feeds, deferred answers). Part of the listener: with
+// Listener.swift, the only files that call libmicrohttpd.
+
+/// What the listener keeps about a request between libmicrohttpd's callbacks.
+final class RequestState {
+    /// Counted in the listener's active requests until libmicrohttpd completes it.
+    var counted = false
+    let method: String
+    let path: String
+    let connection: OpaquePointer
+    var body: [UInt8] = []
+    var received = 0
+    private(set) var sink: RequestBodySink?
+    var sinkError: Error?
+    var rejected = false
+    /// Ambiguous body framing (a request-smuggling attempt): refused before the body is read.
+    private(set) var framingError: CouchError?
+    var responded = false
+    /// A body follows the head (a non-zero length or a transfer coding): it has a deadline.
+    var expectsBody: Bool {
+        headers["transfer-encoding"] != nil || (headers["content-length"].map { $0 != "0" } ?? false)
+    }
+    /// Bytes of the request's header lines, as received.
+    private(set) var headerBytes = 0
+    var stream: StreamConnection?
+    var deferred: DeferredConnection?
+    let started = DispatchTime.now()
+    private var headers: [String: String] = [:]
+    private var query: [(name: String, value: String)] = []
+    /// The request target's length, about as sent (path, `?`, `=` and `&` included).
+    private(set) var targetLength = 0
+
+    init(method: String, path: String, connection: OpaquePointer, listener: Listener) {
+        self.method = method
+        self.path = path
+        self.connection = connection
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        MHD_get_connection_values(connection, .HEADER_KIND, collectHeader, context)
+        MHD_get_connection_values(connection, .GET_ARGUMENT_KIND, collectArgument, context)
+        targetLength = query.reduce(path.utf8.count) { $0 + $1.name.utf8.count + $1.value.utf8.count + 2 }
+        sink = listener.handler.bodySink(method: method, path: path, headers: headers)
+        let limit = sink == nil ? listener.configuration.maximumBodySize : listener.configuration.maximumUploadSize
+        if let length = headers["content-length"].flatMap(Int.init), length > limit {
+            rejected = true
+        }
+        // Repeated headers arrive joined by ", ". Two different lengths, or a length beside
+        // a transfer coding, could frame the body differently for a proxy in front of us.
+        if let lengths = headers["content-length"] {
+            if Set(lengths.split(separator: ",").map { $0.trimmingWhitespace() }).count > 1 {
+                framingError = CouchError.badRequest("Conflicting Content-Length headers")
+            } else if headers["transfer-encoding"] != nil {
+                framingError = CouchError.badRequest("Content-Length and Transfer-Encoding must not both be given")
+            }
+        }
+    }
+
+    fileprivate func addHeader(_ name: String, _ value: String) {
+        headerBytes += name.utf8.count + value.utf8.count + 4
+        let key = name.lowercased()
+        if let existing = headers[key] {
+            headers[key] = existing + ", " + value
+        } else {
+            headers[key] = value
+        }
+    }
+
+    fileprivate func addArgument(_ name: String, _ value: String?) {
+        let decodedName = PercentDecoding.decode(Substring(name), plusIsSpace: true) ?? name
+        let decodedValue = value.map { PercentDecoding.decode(Substring($0), plusIsSpace: true) ?? $0 } ?? ""
+        query.append((decodedName, decodedValue))
+    }
+
+    func makeRequest() -> HTTPRequest {
+        HTTPRequest(method: method, path: path, query: query, headers: headers, body: body, bodySink: sink)
+    }
+
+    var elapsedMilliseconds: String {
+        let nanoseconds = DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds
+        return String(format: "%.2f", Double(nanoseconds) / 1_000_000)
+    }
+}
+
+/// A streaming response on one connection: suspends the connection while its stream
+/// waits and resumes it when the stream wakes.
+final class StreamConnection: @unchecked Sendable {
+    let stream: ResponseStream
+    private let connection: OpaquePointer
+    private let descriptor: Int32
+    private let lock = NSLock()
+    private var suspended = false
+    private var wakePending = false
+    private var closed = false
+    private var finished = false
+    private weak var listener: Listener?
+
+    init(stream: ResponseStream, connection: OpaquePointer, listener: Listener) {
+        self.stream = stream
+        self.connection = connection
+        self.listener = listener
+        descriptor = couchette_mhd_connection_fd(connection)
+    }
+
+    func begin() {
+        stream.start { [weak self] in self?.wake() }
+    }
+
+    /// The stream is read without the lock held, so a commit that wakes this feed never
+    /// waits for it; a wake that arrives during a read is remembered and the read retried.
+    func read(into buffer: UnsafeMutableRawBufferPointer) -> Int {
+        lock.lock()
+        wakePending = false
+        let isFinished = finished
+        lock.unlock()
+        if isFinished { return -1 }
+        switch stream.read(into: buffer) {
+        case .data(let count):
+            return count
+        case .end:
+            return -1
+        case .waiting:
+            lock.lock()
+            defer { lock.unlock() }
+            if wakePending || finished { return 0 }
+            suspended = true
+            MHD_suspend_connection(connection)
+            listener?.hangups?.watch(descriptor) { [weak self] in self?.finish() }
+            return 0
+        }
+    }
+
+    func wake() {
+        lock.lock()
+        defer { lock.unlock() }
+        if suspended && !closed {
+            suspended = false
+            listener?.hangups?.unwatch(descriptor)
+            MHD_resume_connection(connection)
+        } else {
+            wakePending = true
+        }
+    }
+
+    /// Ends the stream at the next read (server stopping).
+    func finish() {
+        lock.lock()
+        finished = true
+        lock.unlock()
+        wake()
+    }
+
+    func connectionClosed() {
+        lock.lock()
+        closed = true
+        lock.unlock()
+        listener?.hangups?.unwatch(descriptor)
+        stream.close()
+    }
+}
+
+/// A connection waiting for a deferred response: suspended until it is delivered, then
+/// resumed so that libmicrohttpd calls the access handler again, which queues it.
+final class DeferredConnection: @unchecked Sendable {
+    private let connection: OpaquePointer
+    private let headers: [(name: String, value: String)]
+    private let lock = NSLock()
+    private var response: HTTPResponse?
+    private var suspended = false
+    private var closed = false
+
+    init(connection: OpaquePointer, headers: [(name: String, value: String)]) {
+        self.connection = connection
+        self.headers = headers
+    }
+
+    /// Suspends the connection unless the response is already there (then false).
+    func suspendUnlessDelivered() -> Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        if response != nil { return false }
+        suspended = true
+        MHD_suspend_connection(connection)
+        return true
+    }
+
+    func deliver(_ delivered: HTTPResponse) {
+        var delivered = delivered
+        for header in headers where header.name.lowercased() != "content-type" && delivered.header(header.name) == nil {
+            delivered.headers.append(header)
+        }
+        lock.lock()
+        defer { lock.unlock() }
+        guard response == nil else { return }
+        response = delivered
+        if suspended && !closed {
+            suspended = false
+            MHD_resume_connection(connection)
+        }
+    }
+
+    func take() -> HTTPResponse? {
+        lock.withLock { response }
+    }
+
+    func connectionClosed() {
+        lock.withLock { closed = true }
+    }
+}
+
+// libmicrohttpd's iterators over a request's headers and query arguments (see Listener.swift
+// for why its callbacks are file-level constants).
+private let collectHeader: MHD_KeyValueIterator = { context, _, key, value in
+    guard let context, let key else { return .YES }
+    let state = Unmanaged<RequestState>.fromOpaque(context).takeUnretainedValue()
+    state.addHeader(String(cString: key), value.map { String(cString: $0) } ?? "")
+    return .YES
+}
+
+private let collectArgument: MHD_KeyValueIterator = { context, _, key, value in
+    guard let context, let key else { return .YES }
+    let state = Unmanaged<RequestState>.fromOpaque(context).takeUnretainedValue()
+    state.addArgument(String(cString: key), value.map { String(cString: $0) })
+    return .YES
+}
