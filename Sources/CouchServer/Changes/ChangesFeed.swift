@@ -16,8 +16,7 @@ final class ChangesFeed: ResponseStream, @unchecked Sendable {
     // Touched only by `read`, which the listener calls on one thread at a time.
     private var position: Int
     private var emitted = 0
-    private var output: [UInt8] = []
-    private var outputOffset = 0
+    private var output = StreamOutput()
     private var preludeSent = false
     private var finished = false
     /// A filter function's error: ends the feed (or, before any output, the request).
@@ -102,19 +101,13 @@ final class ChangesFeed: ResponseStream, @unchecked Sendable {
     }
 
     func read(into buffer: UnsafeMutableRawBufferPointer) -> StreamChunk {
-        if outputOffset == output.count {
-            output.removeAll(keepingCapacity: true)
-            outputOffset = 0
+        if output.isDrained {
+            output.reset()
             if finished { return .end }
             produce()
         }
-        guard outputOffset < output.count else { return finished ? .end : .waiting }
-        let count = min(buffer.count, output.count - outputOffset)
-        output.withUnsafeBytes { source in
-            buffer.baseAddress!.copyMemory(from: source.baseAddress! + outputOffset, byteCount: count)
-        }
-        outputOffset += count
-        return .data(count)
+        guard !output.isDrained else { return finished ? .end : .waiting }
+        return .data(output.copy(into: buffer))
     }
 
     /// Fills `output` with what the feed has to say now; leaves it empty to wait.
@@ -139,26 +132,26 @@ final class ChangesFeed: ResponseStream, @unchecked Sendable {
                 endResults()
             } else if heartbeat {
                 if !preludeSent { beginResults() }
-                output.append(UInt8(ascii: "\n"))
+                output.bytes.append(UInt8(ascii: "\n"))
             }
         case .continuous, .eventsource:
             appendAvailable()
-            if !output.isEmpty { return }
+            if !output.bytes.isEmpty { return }
             if reachedLimit || timedOut || gone {
                 if options.feed == .continuous {
-                    output.append(contentsOf: #"{"last_seq":\#(UpdateSequence(position).json.serializedString()),"pending":\#(pending())}"#.utf8)
-                    output.append(UInt8(ascii: "\n"))
+                    output.bytes.append(contentsOf: #"{"last_seq":\#(UpdateSequence(position).json.serializedString()),"pending":\#(pending())}"#.utf8)
+                    output.bytes.append(UInt8(ascii: "\n"))
                 }
                 finished = true
             } else if heartbeat {
-                output.append(contentsOf: options.feed == .continuous ? "\n".utf8 : "event: heartbeat\ndata: \n\n".utf8)
+                output.bytes.append(contentsOf: options.feed == .continuous ? "\n".utf8 : "event: heartbeat\ndata: \n\n".utf8)
             }
         }
     }
 
     /// Appends the next rows of a normal (or answering longpoll) feed, ending it when none are left.
     private func drain() {
-        while output.isEmpty && !finished {
+        while output.bytes.isEmpty && !finished {
             if !appendBatch() && !finished { endResults() }
         }
     }
@@ -178,25 +171,25 @@ final class ChangesFeed: ResponseStream, @unchecked Sendable {
     private func endWithFailure(_ error: CouchError) {
         // The reason may quote the request (headers, cookies): only the error name is logged.
         logger.error("changes feed of \(database.name) stopped by its filter function: \(error.error)")
-        output.append(UInt8(ascii: "\n"))
-        output.append(contentsOf: error.json.serialized())
-        output.append(UInt8(ascii: "\n"))
+        output.bytes.append(UInt8(ascii: "\n"))
+        output.bytes.append(contentsOf: error.json.serialized())
+        output.bytes.append(UInt8(ascii: "\n"))
         finished = true
     }
 
     private var reachedLimit: Bool { options.limit.map { emitted >= $0 } ?? false }
 
     private func beginResults() {
-        output.append(contentsOf: "{\"results\":[\n".utf8)
+        output.bytes.append(contentsOf: "{\"results\":[\n".utf8)
         preludeSent = true
     }
 
     private func endResults() {
-        output.append(contentsOf: (emitted > 0 ? "\n" : "").utf8)
-        output.append(contentsOf: #"],"#.utf8)
-        output.append(contentsOf: "\n".utf8)
-        output.append(contentsOf: #""last_seq":\#(UpdateSequence(position).json.serializedString()),"pending":\#(pending())}"#.utf8)
-        output.append(UInt8(ascii: "\n"))
+        output.bytes.append(contentsOf: (emitted > 0 ? "\n" : "").utf8)
+        output.bytes.append(contentsOf: #"],"#.utf8)
+        output.bytes.append(contentsOf: "\n".utf8)
+        output.bytes.append(contentsOf: #""last_seq":\#(UpdateSequence(position).json.serializedString()),"pending":\#(pending())}"#.utf8)
+        output.bytes.append(UInt8(ascii: "\n"))
         finished = true
     }
 
@@ -208,7 +201,7 @@ final class ChangesFeed: ResponseStream, @unchecked Sendable {
     /// stops after the first batch that has rows.
     private func appendAvailable() {
         while appendBatch() {
-            if reachedLimit || (options.feed == .longpoll && emitted > 0) || output.count > 256 * 1024 { break }
+            if reachedLimit || (options.feed == .longpoll && emitted > 0) || output.bytes.count > 256 * 1024 { break }
         }
     }
 
@@ -261,15 +254,15 @@ final class ChangesFeed: ResponseStream, @unchecked Sendable {
         switch options.feed {
         case .normal, .longpoll:
             if !preludeSent { beginResults() }
-            if emitted > 0 { output.append(contentsOf: ",\n".utf8) }
-            output.append(contentsOf: rendered)
+            if emitted > 0 { output.bytes.append(contentsOf: ",\n".utf8) }
+            output.bytes.append(contentsOf: rendered)
         case .continuous:
-            output.append(contentsOf: rendered)
-            output.append(UInt8(ascii: "\n"))
+            output.bytes.append(contentsOf: rendered)
+            output.bytes.append(UInt8(ascii: "\n"))
         case .eventsource:
-            output.append(contentsOf: "data: ".utf8)
-            output.append(contentsOf: rendered)
-            output.append(contentsOf: "\nid: \(UpdateSequence(row.sequence))\n\n".utf8)
+            output.bytes.append(contentsOf: "data: ".utf8)
+            output.bytes.append(contentsOf: rendered)
+            output.bytes.append(contentsOf: "\nid: \(UpdateSequence(row.sequence))\n\n".utf8)
         }
         emitted += 1
     }

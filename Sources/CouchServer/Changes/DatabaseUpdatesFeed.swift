@@ -52,8 +52,7 @@ final class DatabaseUpdatesFeed: ResponseStream, @unchecked Sendable {
     // Touched only by `read`, which the listener calls on one thread at a time.
     private var position: Int
     private var emitted = 0
-    private var output: [UInt8] = []
-    private var outputOffset = 0
+    private var output = StreamOutput()
     private var preludeSent = false
     private var finished = false
 
@@ -116,19 +115,13 @@ final class DatabaseUpdatesFeed: ResponseStream, @unchecked Sendable {
     }
 
     func read(into buffer: UnsafeMutableRawBufferPointer) -> StreamChunk {
-        if outputOffset == output.count {
-            output.removeAll(keepingCapacity: true)
-            outputOffset = 0
+        if output.isDrained {
+            output.reset()
             if finished { return .end }
             produce()
         }
-        guard outputOffset < output.count else { return finished ? .end : .waiting }
-        let count = min(buffer.count, output.count - outputOffset)
-        output.withUnsafeBytes { source in
-            buffer.baseAddress!.copyMemory(from: source.baseAddress! + outputOffset, byteCount: count)
-        }
-        outputOffset += count
-        return .data(count)
+        guard !output.isDrained else { return finished ? .end : .waiting }
+        return .data(output.copy(into: buffer))
     }
 
     private var reachedLimit: Bool { options.limit.map { emitted >= $0 } ?? false }
@@ -149,32 +142,32 @@ final class DatabaseUpdatesFeed: ResponseStream, @unchecked Sendable {
                 endResults()
             } else if heartbeat {
                 beginResults()
-                output.append(UInt8(ascii: "\n"))
+                output.bytes.append(UInt8(ascii: "\n"))
             }
         case .continuous, .eventsource:
-            while appendBatch() { if output.count > 256 * 1024 { return } }
-            if !output.isEmpty { return }
+            while appendBatch() { if output.bytes.count > 256 * 1024 { return } }
+            if !output.bytes.isEmpty { return }
             if reachedLimit || timedOut {
                 if options.feed == .continuous {
-                    output.append(contentsOf: #"{"last_seq":\#(UpdateSequence(position).json.serializedString())}"#.utf8)
-                    output.append(UInt8(ascii: "\n"))
+                    output.bytes.append(contentsOf: #"{"last_seq":\#(UpdateSequence(position).json.serializedString())}"#.utf8)
+                    output.bytes.append(UInt8(ascii: "\n"))
                 }
                 finished = true
             } else if heartbeat {
-                output.append(contentsOf: options.feed == .continuous ? "\n".utf8 : "event: heartbeat\ndata: \n\n".utf8)
+                output.bytes.append(contentsOf: options.feed == .continuous ? "\n".utf8 : "event: heartbeat\ndata: \n\n".utf8)
             }
         }
     }
 
     private func beginResults() {
         guard !preludeSent else { return }
-        output.append(contentsOf: "{\"results\":[\n".utf8)
+        output.bytes.append(contentsOf: "{\"results\":[\n".utf8)
         preludeSent = true
     }
 
     private func endResults() {
         beginResults()
-        output.append(contentsOf: "\n],\n\"last_seq\":\(UpdateSequence(position).json.serializedString())}\n".utf8)
+        output.bytes.append(contentsOf: "\n],\n\"last_seq\":\(UpdateSequence(position).json.serializedString())}\n".utf8)
         finished = true
     }
 
@@ -200,17 +193,17 @@ final class DatabaseUpdatesFeed: ResponseStream, @unchecked Sendable {
         switch options.feed {
         case .normal, .longpoll:
             beginResults()
-            if emitted > 0 { output.append(contentsOf: ",\r\n".utf8) }
-            output.append(contentsOf: row.serialized())
+            if emitted > 0 { output.bytes.append(contentsOf: ",\r\n".utf8) }
+            output.bytes.append(contentsOf: row.serialized())
         case .continuous:
-            output.append(contentsOf: row.serialized())
-            output.append(UInt8(ascii: "\n"))
+            output.bytes.append(contentsOf: row.serialized())
+            output.bytes.append(UInt8(ascii: "\n"))
         case .eventsource:
-            output.append(contentsOf: "data: ".utf8)
-            output.append(contentsOf: row.serialized())
-            output.append(contentsOf: "\nid: ".utf8)
-            output.append(contentsOf: sequence.serialized())
-            output.append(contentsOf: "\n\n".utf8)
+            output.bytes.append(contentsOf: "data: ".utf8)
+            output.bytes.append(contentsOf: row.serialized())
+            output.bytes.append(contentsOf: "\nid: ".utf8)
+            output.bytes.append(contentsOf: sequence.serialized())
+            output.bytes.append(contentsOf: "\n\n".utf8)
         }
         emitted += 1
     }

@@ -11,8 +11,7 @@ final class AllDocumentsStream: ResponseStream, @unchecked Sendable {
     private let updateSequence: Int?
     private var remaining: Int
     private var written = 0
-    private var output: [UInt8] = []
-    private var outputOffset = 0
+    private var output = StreamOutput()
     private var started = false
     private var finished = false
     private static let pageSize = 500
@@ -39,9 +38,8 @@ final class AllDocumentsStream: ResponseStream, @unchecked Sendable {
     func close() {}
 
     func read(into buffer: UnsafeMutableRawBufferPointer) -> StreamChunk {
-        if outputOffset == output.count {
-            output.removeAll(keepingCapacity: true)
-            outputOffset = 0
+        if output.isDrained {
+            output.reset()
             if finished { return .end }
             do {
                 try produce()
@@ -50,11 +48,7 @@ final class AllDocumentsStream: ResponseStream, @unchecked Sendable {
                 return .end
             }
         }
-        let count = min(buffer.count, output.count - outputOffset)
-        output.withUnsafeBytes { source in
-            buffer.baseAddress!.copyMemory(from: source.baseAddress! + outputOffset, byteCount: count)
-        }
-        outputOffset += count
+        let count = output.copy(into: buffer)
         return count > 0 ? .data(count) : .end
     }
 
@@ -62,22 +56,22 @@ final class AllDocumentsStream: ResponseStream, @unchecked Sendable {
         if !started {
             started = true
             let position = try database.allDocumentsPosition(query)
-            output = Self.prelude(total: position.total, offset: position.offset, updateSequence: updateSequence)
+            output.bytes = Self.prelude(total: position.total, offset: position.offset, updateSequence: updateSequence)
         }
         var page = query
         page.limit = min(Self.pageSize, remaining)
         let rows = remaining > 0 ? try database.allDocuments(page) : []
         for row in rows {
-            output.append(contentsOf: written == 0 ? "\n".utf8 : ",\n".utf8)
+            output.bytes.append(contentsOf: written == 0 ? "\n".utf8 : ",\n".utf8)
             try AllDocumentsRoute.RowOutput(key: JSONValue(row.id.rawValue), row: row)
-                .write(to: &output, includeDocs: includeDocs, render: render)
+                .write(to: &output.bytes, includeDocs: includeDocs, render: render)
             written += 1
         }
         remaining -= rows.count
         query.skip = 0
         query.after = rows.last?.id.rawValue ?? query.after
         if rows.count < page.limit ?? 0 || remaining == 0 {
-            output.append(contentsOf: Self.epilogue)
+            output.bytes.append(contentsOf: Self.epilogue)
             finished = true
         }
     }
