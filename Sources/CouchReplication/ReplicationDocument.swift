@@ -56,6 +56,10 @@ public enum ReplicationDocument {
         if body["doc_ids"] != nil || body["selector"] != nil, body["filter"] != nil {
             throw refuse("`filter' field is incompatible with `selector' and `doc_ids'.")
         }
+        if let value = body["interval"],
+           !(value.doubleValue.map { $0 > 0 && $0 <= ReplicatorDatabase.longestInterval } ?? false) {
+            throw refuse("The `interval' field must be a number of seconds above 0 and at most \(Int(ReplicatorDatabase.longestInterval)).")
+        }
         if let value = body["query_params"], value.objectValue == nil {
             throw refuse("The `query_params' field must be an object.")
         }

@@ -203,9 +203,12 @@ public final class ReplicatorDatabase: @unchecked Sendable {
 
     /// Couchette's `interval` (seconds): a one-shot replication that runs again that long
     /// after it completed, also across restarts (counted from `_replication_state_time`).
+    /// At most ten years: a longer wait cannot be slept (nor meant).
+    static let longestInterval: Double = 315_360_000
+
     static func interval(_ body: JSONObject) -> Double? {
         guard body["continuous"]?.boolValue != true, let seconds = body["interval"]?.doubleValue,
-              seconds > 0, seconds.isFinite else { return nil }
+              seconds > 0, seconds <= longestInterval else { return nil }
         return seconds
     }
 

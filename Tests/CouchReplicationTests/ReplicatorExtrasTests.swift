@@ -47,6 +47,19 @@ import Testing
         })
     }
 
+    @Test func anIntervalThatCannotBeWaitedIsRefused() async throws {
+        let a = try TestServer()
+        defer { a.stop() }
+        for interval: JSONValue in [1e300, -5, 0, "soon"] {
+            let (status, json) = try await a.call("PUT", "/_replicator/never", body: [
+                "source": "source", "target": "copy", "interval": interval,
+            ])
+            #expect(status == 403, "\(interval.serializedString())")
+            #expect(json["error"] == "forbidden")
+        }
+        #expect(try await a.call("GET", "/_up").status == 200)
+    }
+
     @Test func anIntervalJobRunsAgainAndKeepsItsScheduleAcrossRestarts() async throws {
         let a = try TestServer()
         try await a.call("PUT", "/source")
