@@ -47,6 +47,15 @@ import Testing
         })
     }
 
+    @Test func theLargestHeartbeatOfTheEventFeedCannotTrap() async throws {
+        let a = try TestServer()
+        defer { a.stop() }
+        let feed = try HTTPTestConnection(port: a.port)
+        defer { feed.close() }
+        #expect(try feed.startStreaming("GET", "/_scheduler/jobs?feed=continuous&heartbeat=9223372036854775807").status == 200)
+        #expect(try await a.call("GET", "/_up").status == 200)
+    }
+
     @Test func anIntervalThatCannotBeWaitedIsRefused() async throws {
         let a = try TestServer()
         defer { a.stop() }

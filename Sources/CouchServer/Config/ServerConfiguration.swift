@@ -47,8 +47,9 @@ public struct ServerConfiguration: Sendable {
         }
         guard authentication.sessionTimeout > 0 else { throw ConfigurationError("the session timeout must be positive") }
         guard maximumDocumentSize > 0 else { throw ConfigurationError("max_document_size must be positive") }
-        guard replicator.maxJobs >= 0, replicator.maxChurn >= 0, replicator.intervalMilliseconds > 0 else {
-            throw ConfigurationError("[replicator] max_jobs and max_churn must not be negative, interval must be positive")
+        guard replicator.maxJobs >= 0, replicator.maxChurn >= 0,
+              (1...ChangesOptions.longestWait).contains(replicator.intervalMilliseconds) else {
+            throw ConfigurationError("[replicator] max_jobs and max_churn must not be negative, interval must be 1 to 4294967295 ms")
         }
     }
 }

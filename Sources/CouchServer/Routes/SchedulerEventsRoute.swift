@@ -14,7 +14,7 @@ enum SchedulerEventsRoute {
         case "eventsource": eventSource = true
         default: throw CouchError.badRequest("Supported `feed` types: normal, continuous, eventsource")
         }
-        let heartbeat = try context.nonNegativeIntOption("heartbeat") ?? 60_000
+        let heartbeat = min(try context.nonNegativeIntOption("heartbeat") ?? 60_000, ChangesOptions.longestWait)
         let stream = SchedulerEventStream(scheduler: context.server.scheduler, eventSource: eventSource,
                                           heartbeatMilliseconds: heartbeat)
         let contentType = eventSource ? "text/event-stream" : HTTPResponse.jsonContentType
