@@ -1,5 +1,3 @@
-import CouchCore
-
 /// Who is asking, as CouchDB's `userCtx` says it: a name (nil for anonymous) and roles.
 /// Server admins carry the `_admin` role; in the admin party everyone does.
 public struct UserContext: Sendable, Equatable {
