@@ -74,12 +74,8 @@ enum ConfigurationRoutes {
         }
         let value = raw.trimmingWhitespace()
         guard !value.contains(where: \.isNewline) else { throw CouchError.badRequest("Configuration values are single lines") }
-        let old = sections(context)[section]?.last(where: { $0.0 == key })?.1 ?? ""
-        if section == "admins" {
-            try changeAdmin(context, name: key, password: value)
-        } else {
-            try change(context, section: section, key: key, value: value)
-        }
+        let old = currentValue(context, section: section, key: key) ?? ""
+        try set(context, section: section, key: key, value: value)
         context.server.logger.info("configuration: set [\(section)] \(key)")
         return .json(200, JSONValue(old))
     }
@@ -88,16 +84,25 @@ enum ConfigurationRoutes {
         try checkNode(context)
         let (section, key) = try sectionAndKey(context)
         try checkWritable(section)
-        guard let old = sections(context)[section]?.last(where: { $0.0 == key })?.1 else {
+        guard let old = currentValue(context, section: section, key: key) else {
             throw CouchError.notFound("unknown_config_value")
         }
-        if section == "admins" {
-            try changeAdmin(context, name: key, password: nil)
-        } else {
-            try change(context, section: section, key: key, value: nil)
-        }
+        try set(context, section: section, key: key, value: nil)
         context.server.logger.info("configuration: deleted [\(section)] \(key)")
         return .json(200, JSONValue(old))
+    }
+
+    private static func currentValue(_ context: RouteContext, section: String, key: String) -> String? {
+        sections(context)[section]?.last(where: { $0.0 == key })?.1
+    }
+
+    /// Sets a key, or removes it with nil; admins go to the admin registry, hashed.
+    private static func set(_ context: RouteContext, section: String, key: String, value: String?) throws {
+        if section == "admins" {
+            try changeAdmin(context, name: key, password: value)
+        } else {
+            try change(context, section: section, key: key, value: value)
+        }
     }
 
     static func postReload(_ context: RouteContext) throws -> HTTPResponse {
