@@ -20,7 +20,8 @@ import Testing
         try await a.call("PUT", "/source")
         try await b.call("PUT", "/target")
         try await a.fill("source", count: Self.total)
-        let proxy = try FaultyProxy(upstreamPort: b.port, faults: .init(delay: 0.002))
+        // Slow enough that a loaded machine still catches the replication half-way.
+        let proxy = try FaultyProxy(upstreamPort: b.port, faults: .init(delay: 0.01))
         return (a, b, proxy)
     }
 
