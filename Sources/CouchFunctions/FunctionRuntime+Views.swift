@@ -1,5 +1,6 @@
 import CJavaScriptCore
 import CouchCore
+import CouchStore
 import Logging
 
 /// One view of a design document: its name, map source and reduce (a built-in name such as
@@ -117,6 +118,30 @@ extension FunctionRuntime {
                 throw context.scriptError(thrown.value)
             }
         }
+    }
+
+    /// `filter=_view` with `view=ddoc/name` in the request's query: a document passes when
+    /// the view's map function emits for it (a function that throws on it: it does not).
+    /// CouchDB's 400 without `view`, 404s for a missing design document or view.
+    func viewFilter(in database: Database, request: JSONValue) throws(CouchError) -> DocumentFilter {
+        guard let view = request["query"]?["view"]?.stringValue, !view.isEmpty else {
+            throw CouchError.badRequest("`view` filter parameter is not provided.")
+        }
+        let parts = view.split(separator: "/", maxSplits: 1)
+        guard parts.count == 2 else { throw CouchError.badRequest("`view` must be of the form `designname/viewname`") }
+        let id = DocumentID(DocumentID.designPrefix + parts[0])
+        guard let design = try designDocuments(database).first(where: { $0.id == id }) else { throw CouchError.notFound("missing") }
+        if let missing = design.missingKey("views", String(parts[1])) { throw CouchError.notFound(missing) }
+        guard let map = design.views.first(where: { $0.name == parts[1] })?.map else { throw CouchError.notFound("missing") }
+        // The map function inlined in a filter: its `emit` is the filter's local one.
+        let source = """
+            function(doc, req) { var __emitted = false; function emit() { __emitted = true; }
+              try { (\(map)).call(this, doc); } catch (error) { return false; }
+              return __emitted; }
+            """
+        let key = design.key(.map, String(parts[1]), database: database.name) + "/as-filter"
+        return DocumentFilter(runtime: self, implementation: .script(key: key, source: source, design: design.json),
+                              request: request)
     }
 
     /// Calls each function on each document with `emit` collecting its rows; a function's

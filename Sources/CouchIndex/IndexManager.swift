@@ -88,6 +88,12 @@ public final class IndexManager: @unchecked Sendable {
 
     // MARK: Background updates
 
+    /// Brings `index` up to date soon, in the background (`update=lazy`).
+    public func updateSoon(_ index: ViewIndex, database: Database) {
+        noteUse(index, database: database)
+        schedule(database)
+    }
+
     private func noteUse(_ index: ViewIndex, database: Database) {
         let key = Self.watchKey(database)
         lock.lock()

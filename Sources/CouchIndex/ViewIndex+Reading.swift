@@ -38,7 +38,8 @@ public struct ViewRow: Sendable {
 
 /// A row's place in its view's order; `rows(after:)` continues past it.
 public struct ViewPosition: Sendable {
-    let sortKey: [UInt8]
+    /// The row's key as `Collation.sortKey` encodes it (equal keys, equal bytes).
+    public let sortKey: [UInt8]
     let docID: String
     let dup: Int
 }

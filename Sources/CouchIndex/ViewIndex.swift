@@ -214,6 +214,13 @@ public final class ViewIndex: @unchecked Sendable {
         return MapInput(id: change.id, json: bytes)
     }
 
+    /// Rewrites the file without its free pages (`POST /db/_compact/ddoc`); updates wait.
+    public func compact() throws(CouchError) {
+        updateLock.lock()
+        defer { updateLock.unlock() }
+        try writer.execute("VACUUM")
+    }
+
     // MARK: Storage
 
     func transaction(_ body: () throws -> Void) throws(CouchError) {
