@@ -36,12 +36,15 @@ public struct IndexDefinition: Sendable {
     public let signature: String
     public let viewNames: [String]
     public let mapper: DocumentMapper
+    /// Whether design documents are mapped too (CouchDB's `options.include_design`).
+    public let includeDesign: Bool
 
     /// - Parameter signature: a digest of everything that decides the rows (functions,
     ///   language, options), so that a change makes a new index and nothing else does.
-    public init(signature: String, viewNames: [String], mapper: DocumentMapper) {
+    public init(signature: String, viewNames: [String], mapper: DocumentMapper, includeDesign: Bool = false) {
         self.signature = signature
         self.viewNames = viewNames
         self.mapper = mapper
+        self.includeDesign = includeDesign
     }
 }

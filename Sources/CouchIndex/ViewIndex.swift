@@ -96,7 +96,8 @@ public final class ViewIndex: @unchecked Sendable {
                 throw error as? CouchError ?? CouchError.internalError("cannot read changes")
             }
             guard let last = changes.last else { break }
-            let inputs = changes.filter { !$0.isDeleted }.map(Self.mapInput)
+            // Design documents are not in views (CouchDB's `include_design` option puts them in).
+            let inputs = changes.filter { !$0.isDeleted && (definition.includeDesign || !$0.id.isDesign) }.map(Self.mapInput)
             let emitted = try mapInParallel(inputs)
             var byDocument: [String: [[Emission]]] = [:]
             for (input, rows) in zip(inputs, emitted) { byDocument[input.id.rawValue] = rows }

@@ -68,6 +68,8 @@ final class ViewQuery: @unchecked Sendable {
             reducer = { ViewReducer(reduce: source, design: design, view: viewName, database: database.name, runtime: runtime) }
             totalRows = nil
             offset = nil
+            // Reduced here, so a reduce that fails answers its error with its status.
+            reduced = try reduceRows()
         } else {
             let index = self.index
             let total = try index.totalRows(view: position)
