@@ -170,6 +170,15 @@ import Testing
         #expect(json["reason"] == "missing json key: missing")
         (status, _) = try server.json("GET", "/db/_changes?filter=_view")
         #expect(status == 400)
+
+        // Replication through a view: only the documents it emits for (odd `n`) are copied.
+        try server.put("db", "_design/odd", #"{"views":{"odd":{"map":"function(doc) { if (doc.n % 2) emit(doc._id, null); }"}}}"#)
+        (status, json) = try server.json("POST", "/_replicate", body: #"""
+            {"source":"db","target":"copy","create_target":true,"filter":"_view","query_params":{"view":"odd/odd"}}
+            """#)
+        #expect(status == 200, "\(json.serializedString())")
+        (_, json) = try server.json("GET", "/copy/_all_docs")
+        #expect(rows(json).map { $0["id"] } == ["d1", "d3", "d5"])
     }
 
     @Test func collationOrdersMixedKeys() throws {
