@@ -108,6 +108,9 @@ public enum Endpoint: Sendable, Equatable {
         case purge = "_purge"
         case purgedInfosLimit = "_purged_infos_limit"
         case purgedInfos = "_purged_infos"
+        case viewCleanup = "_view_cleanup"
+        case allDocumentsQueries = "_all_docs/queries"
+        case designDocumentsQueries = "_design_docs/queries"
     }
 
     public init(path: String) throws(CouchError) {
@@ -156,8 +159,11 @@ public enum Endpoint: Sendable, Equatable {
             self = .document(database, try DocumentID.validated(([second] + rest).joined(separator: "/")))
         case _ where second.hasPrefix(DocumentID.designPrefix):
             self = Self.documentOrAttachment(database, try DocumentID.validated(second), Array(rest))
+        // `POST /db/_compact/ddoc` compacts the design document's index.
+        case "_compact" where rest.count == 1:
+            self = .designResource(database, DocumentID(DocumentID.designPrefix + rest[rest.startIndex]), "_compact")
         case _ where second.hasPrefix("_"):
-            guard let resource = DatabaseResource(rawValue: second), rest.isEmpty else {
+            guard let resource = DatabaseResource(rawValue: ([second] + rest).joined(separator: "/")) else {
                 throw CouchError(.illegalDocumentID, "Only reserved document ids may start with underscore.")
             }
             self = .databaseResource(database, resource)

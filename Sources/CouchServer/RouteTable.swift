@@ -62,6 +62,11 @@ enum RouteTable {
         .databaseResource(.purge): [.POST: PurgeRoutes.postPurge],
         .databaseResource(.purgedInfosLimit): [.GET: PurgeRoutes.getPurgedInfosLimit, .PUT: PurgeRoutes.putPurgedInfosLimit],
         .databaseResource(.purgedInfos): [.GET: PurgeRoutes.getPurgedInfos],
+        .databaseResource(.viewCleanup): [.POST: ViewRoutes.postViewCleanup],
+        .databaseResource(.allDocumentsQueries): [.POST: AllDocumentsRoute.postAllDocumentsQueries],
+        .databaseResource(.designDocumentsQueries): [.POST: AllDocumentsRoute.postDesignDocumentsQueries],
+        // `_view`, `_info`, and `_compact/ddoc` (ViewRoutes checks the method).
+        .designResource: Dictionary(uniqueKeysWithValues: HTTPMethod.allCases.map { ($0, ViewRoutes.handle) }),
 
         .document: [
             .GET: DocumentRoutes.getDocument,
