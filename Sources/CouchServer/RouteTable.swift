@@ -75,6 +75,7 @@ enum RouteTable {
             .DELETE: AttachmentRoutes.deleteAttachment,
         ],
         .designFunction(.show): [.GET: ShowRoute.show, .POST: ShowRoute.show],
+        .designFunction(.list): [.GET: ListRoute.list, .POST: ListRoute.list],
         .designFunction(.update): Dictionary(uniqueKeysWithValues: HTTPMethod.allCases.map { ($0, UpdateRoute.update) }),
         .designFunction(.rewrite): Dictionary(uniqueKeysWithValues: HTTPMethod.allCases.map { ($0, RewriteRoute.rewrite) }),
         .localDocument: [
