@@ -36,6 +36,12 @@ import Testing
             """#,
         "binary": "function(doc, req) { return {base64: 'aGVsbG8gd29ybGQh', headers: {'Content-Type': 'application/octet-stream'}}; }",
         "bad-member": "function(doc, req) { return {bodyy: 'typo'}; }",
+        "hostile-headers": #"""
+            function(doc, req) {
+              return {body: "intact", headers: {"Content-Length": "1", "X-Split": "a\r\nSet-Cookie: stolen=1", "Connection": "close"}};
+            }
+            """#,
+        "odd-code": "function(doc, req) { return {code: 99, body: 'no'}; }",
         "list-api": #"""
             function(doc, req) {
               start({"X-Couch-Test-Header": "Yeah"});
@@ -156,9 +162,21 @@ import Testing
         #expect(response.text == "1, 2, 3, 4, 5, 6!")
         #expect(response.header("Content-Type") == "text/plain; charset=utf-8")
 
-        let (status, json) = try server.json("GET", "/db/_design/template/_show/bad-member/rusty")
+        var (status, json) = try server.json("GET", "/db/_design/template/_show/bad-member/rusty")
         #expect(status == 500)
         #expect(json["error"] == "external_response_error")
+        (status, json) = try server.json("GET", "/db/_design/template/_show/odd-code/rusty")
+        #expect(status == 500)
+        #expect(json["error"] == "external_response_error")
+
+        // Headers cannot frame the message nor split it.
+        let connection = try HTTPTestConnection(port: server.port)
+        defer { connection.close() }
+        response = try connection.request("GET", "/db/_design/template/_show/hostile-headers/rusty")
+        #expect(response.status == 200)
+        #expect(response.text == "intact")
+        #expect(response.header("Set-Cookie") == nil)
+        #expect(try connection.request("GET", "/db/_design/template/_show/hello/rusty").text == "Hello Rusty", "the connection is still usable")
     }
 
     @Test func negotiatesTheContentTypeThroughProvides() throws {

@@ -21,7 +21,8 @@ struct FunctionResponse {
             case "":
                 continue
             case "code":
-                guard let number = value.doubleValue, number == number.rounded(), number >= 100, number < 1000 else {
+                // Statuses the listener can send with a body.
+                guard let number = value.doubleValue, number == number.rounded(), number >= 200, number < 600 else {
                     throw Self.invalid(key, value)
                 }
                 code = Int(number)
@@ -58,16 +59,18 @@ struct FunctionResponse {
         headers.append((name, value))
     }
 
+    /// Headers that frame the message: the listener writes them, a function may not.
+    private static let framingHeaders: Set<String> = ["content-length", "transfer-encoding", "connection"]
+
     /// The HTTP response: the function's headers, `Content-Type` when it set none.
     var response: HTTPResponse {
-        var headers = self.headers
+        var headers = self.headers.filter { !Self.framingHeaders.contains($0.name.lowercased()) }
         if !headers.contains(where: { $0.name.lowercased() == "content-type" }) {
             headers.insert(("Content-Type", contentType), at: 0)
         }
         if let json {
             var bytes = json.serialized()
             bytes.append(UInt8(ascii: "\n"))
-            headers.append(("Cache-Control", "must-revalidate"))
             return HTTPResponse(status: code, headers: headers, body: .bytes(bytes))
         }
         return HTTPResponse(status: code, headers: headers, body: .bytes(data))
