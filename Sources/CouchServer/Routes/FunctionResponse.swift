@@ -60,7 +60,7 @@ struct FunctionResponse {
     }
 
     /// Headers that frame the message: the listener writes them, a function may not.
-    private static let framingHeaders: Set<String> = ["content-length", "transfer-encoding", "connection"]
+    static let framingHeaders: Set<String> = ["content-length", "transfer-encoding", "connection"]
 
     /// The HTTP response: the function's headers, `Content-Type` when it set none.
     var response: HTTPResponse {

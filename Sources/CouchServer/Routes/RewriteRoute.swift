@@ -53,6 +53,7 @@ enum RewriteRoute {
         for (name, value) in rewrite["headers"]?.objectValue ?? JSONObject() { headers[name.lowercased()] = value.stringValue ?? "" }
         if let code = rewrite["code"]?.intValue {
             let responseHeaders = (rewrite["headers"]?.objectValue ?? JSONObject()).map { ($0.key, $0.value.stringValue ?? "") }
+                .filter { !FunctionResponse.framingHeaders.contains($0.0.lowercased()) }
             return HTTPResponse(status: code, headers: responseHeaders, body: .bytes(body))
         }
         guard let path = rewrite["path"]?.stringValue else {
