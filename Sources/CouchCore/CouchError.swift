@@ -59,9 +59,10 @@ public struct CouchError: Error, Sendable, Equatable, CustomStringConvertible {
         self.reason = reason
     }
 
-    /// An error a design-document function named itself: 500, as CouchDB answers it.
-    public static func named(_ name: String, _ reason: String) -> CouchError {
-        var error = CouchError(.unknownError, reason)
+    /// An error a design-document function named itself: 500, as CouchDB answers it (or
+    /// the status of `kind`, for the names CouchDB answers with another).
+    public static func named(_ name: String, _ reason: String, status kind: Kind = .unknownError) -> CouchError {
+        var error = CouchError(kind, reason)
         error.customName = name
         return error
     }

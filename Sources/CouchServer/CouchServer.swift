@@ -120,7 +120,9 @@ public final class CouchServer: RequestHandler {
         return response
     }
 
-    private func route(_ request: HTTPRequest) -> HTTPResponse {
+    /// Authentication, authorization and the handler; a rewritten request (`_rewrite`) comes
+    /// back here.
+    func route(_ request: HTTPRequest) -> HTTPResponse {
         do {
             let authentication = try accessControl.authenticator.authenticate(request)
             let endpoint = try Endpoint(path: request.path)

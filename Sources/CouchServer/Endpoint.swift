@@ -218,7 +218,7 @@ public enum Endpoint: Sendable, Equatable {
         case .databaseResource(_, let resource): .databaseResource(resource)
         case .document(_, let id): id.isLocal ? .localDocument : .document
         case .attachment: .attachment
-        case .designResource: .designResource
+        case .designResource(_, _, let resource): DesignFunctionRoute(rawValue: resource).map { .designFunction($0) } ?? .designResource
         case .scheduler(let resource):
             switch resource {
             case .jobs: .scheduler(.jobs)
@@ -249,6 +249,8 @@ enum RouteKey: Hashable, Sendable {
     case localDocument
     case attachment
     case designResource
+    /// `_show`, `_list`, `_update`, `_rewrite` (see `DesignFunctionRequest`).
+    case designFunction(DesignFunctionRoute)
     case scheduler(SchedulerRoute)
 
     enum SchedulerRoute: Hashable, Sendable {

@@ -79,6 +79,10 @@ enum RouteTable {
             .PUT: AttachmentRoutes.putAttachment,
             .DELETE: AttachmentRoutes.deleteAttachment,
         ],
+        .designFunction(.show): [.GET: ShowRoute.show, .POST: ShowRoute.show],
+        .designFunction(.list): [.GET: ListRoute.list, .POST: ListRoute.list],
+        .designFunction(.update): Dictionary(uniqueKeysWithValues: HTTPMethod.allCases.map { ($0, UpdateRoute.update) }),
+        .designFunction(.rewrite): Dictionary(uniqueKeysWithValues: HTTPMethod.allCases.map { ($0, RewriteRoute.rewrite) }),
         .localDocument: [
             .GET: LocalDocumentRoutes.getLocalDocument,
             .PUT: LocalDocumentRoutes.putLocalDocument,

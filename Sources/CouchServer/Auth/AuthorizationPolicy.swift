@@ -68,7 +68,8 @@ enum AuthorizationPolicy {
             case .purgedInfosLimit, .purgedInfos:
                 return method == .PUT ? .databaseAdmin : .member
             }
-        case .document, .attachment, .localDocument, .designResource:
+        // A rewritten request is authorized again where it lands.
+        case .document, .attachment, .localDocument, .designResource, .designFunction:
             return .member
         // Jobs name their peers and documents; CouchDB's `_scheduler` is for server admins.
         case .scheduler(let resource):
