@@ -10,6 +10,7 @@ let package = Package(
         .library(name: "CouchServer", targets: ["CouchServer"]),
         .library(name: "CouchReplication", targets: ["CouchReplication"]),
         .library(name: "CouchFunctions", targets: ["CouchFunctions"]),
+        .library(name: "CouchMango", targets: ["CouchMango"]),
         .executable(name: "couchette", targets: ["couchette"]),
     ],
     dependencies: [
@@ -43,6 +44,8 @@ let package = Package(
         .target(name: "CouchFunctions", dependencies: [
             "CouchCore", "CouchStore", "CJavaScriptCore", .product(name: "Logging", package: "swift-log"),
         ]),
+        // Mango queries: `_find`'s options, the planner, index definitions, text search.
+        .target(name: "CouchMango", dependencies: ["CouchCore", "CouchStore", "CSQLite"]),
         // An HTTP client on libcurl that knows nothing of CouchDB.
         .target(name: "CurlClient", dependencies: ["CCurl", "CShims"]),
         // The replicator: endpoints (local store or remote HTTP), stages, checkpoints, jobs.
@@ -51,7 +54,7 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ]),
         .target(name: "CouchServer", dependencies: [
-            "CouchCore", "CouchStore", "CouchFunctions", "CouchReplication", "CMicroHTTPD", "CShims",
+            "CouchCore", "CouchStore", "CouchFunctions", "CouchReplication", "CouchMango", "CMicroHTTPD", "CShims",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "Metrics", package: "swift-metrics"), .product(name: "Prometheus", package: "swift-prometheus"),
         ]),

@@ -345,3 +345,24 @@ struct _MangoRegex: @unchecked Sendable {  // Regex is an immutable value; match
         (try? regex.firstMatch(in: string)) != nil
     }
 }
+
+// MARK: - Public comparison entry points (the Mango planner and indexes use the matcher's orders)
+
+public enum MangoCollation {
+    /// CouchDB's JSON collation as the selector matcher applies it (see `_mangoCollate`).
+    public static func compare(_ a: JSONValue, _ b: JSONValue) -> Int { _mangoCollate(a, b) }
+
+    /// Erlang term order, which the matcher applies under `_id`.
+    public static func compareRaw(_ a: JSONValue, _ b: JSONValue) -> Int { _erlangCompare(a, b) }
+
+    /// `mango_doc:get_field`: the value at a parsed path, nil when missing or unreachable.
+    public static func field(_ value: JSONValue, _ path: [String]) -> JSONValue? {
+        if case .found(let found) = _mangoGetField(value, path) { return found }
+        return nil
+    }
+
+    /// `mango_util:parse_field`: "a.b" is two keys, "a\\.b" one.
+    public static func parseField(_ name: String) throws(MangoSelectorError) -> [String] {
+        try _MangoSel.parseField(name)
+    }
+}

@@ -12,6 +12,8 @@ public enum Endpoint: Sendable, Equatable {
     case designResource(DatabaseName, DocumentID, String)
     /// `/_scheduler/...`
     case scheduler(SchedulerResource)
+    /// `/db/_index/{ddoc}/{type}/{name}` and `/db/_index/_bulk_delete`: the path after `_index`.
+    case index(DatabaseName, [String])
 
     public enum SchedulerResource: Sendable, Equatable {
         case jobs
@@ -108,6 +110,9 @@ public enum Endpoint: Sendable, Equatable {
         case purge = "_purge"
         case purgedInfosLimit = "_purged_infos_limit"
         case purgedInfos = "_purged_infos"
+        case find = "_find"
+        case explain = "_explain"
+        case index = "_index"
     }
 
     public init(path: String) throws(CouchError) {
@@ -156,6 +161,8 @@ public enum Endpoint: Sendable, Equatable {
             self = .document(database, try DocumentID.validated(([second] + rest).joined(separator: "/")))
         case _ where second.hasPrefix(DocumentID.designPrefix):
             self = Self.documentOrAttachment(database, try DocumentID.validated(second), Array(rest))
+        case "_index" where !rest.isEmpty:
+            self = .index(database, Array(rest))
         case _ where second.hasPrefix("_"):
             guard let resource = DatabaseResource(rawValue: second), rest.isEmpty else {
                 throw CouchError(.illegalDocumentID, "Only reserved document ids may start with underscore.")
@@ -213,6 +220,7 @@ public enum Endpoint: Sendable, Equatable {
         case .document(_, let id): id.isLocal ? .localDocument : .document
         case .attachment: .attachment
         case .designResource: .designResource
+        case .index: .index
         case .scheduler(let resource):
             switch resource {
             case .jobs: .scheduler(.jobs)
@@ -229,7 +237,7 @@ public enum Endpoint: Sendable, Equatable {
         switch self {
         case .server, .scheduler, .node: nil
         case .database(let name), .databaseResource(let name, _), .document(let name, _),
-             .attachment(let name, _, _), .designResource(let name, _, _): name
+             .attachment(let name, _, _), .designResource(let name, _, _), .index(let name, _): name
         }
     }
 }
@@ -243,6 +251,7 @@ enum RouteKey: Hashable, Sendable {
     case localDocument
     case attachment
     case designResource
+    case index
     case scheduler(SchedulerRoute)
 
     enum SchedulerRoute: Hashable, Sendable {

@@ -62,6 +62,10 @@ enum RouteTable {
         .databaseResource(.purge): [.POST: PurgeRoutes.postPurge],
         .databaseResource(.purgedInfosLimit): [.GET: PurgeRoutes.getPurgedInfosLimit, .PUT: PurgeRoutes.putPurgedInfosLimit],
         .databaseResource(.purgedInfos): [.GET: PurgeRoutes.getPurgedInfos],
+        .databaseResource(.find): [.POST: FindRoutes.postFind],
+        .databaseResource(.explain): [.POST: FindRoutes.postExplain],
+        .databaseResource(.index): [.GET: IndexRoutes.getIndexes, .POST: IndexRoutes.postIndex],
+        .index: [.DELETE: IndexRoutes.deleteIndex, .POST: IndexRoutes.postBulkDelete],
 
         .document: [
             .GET: DocumentRoutes.getDocument,

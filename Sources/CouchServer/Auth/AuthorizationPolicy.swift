@@ -67,7 +67,14 @@ enum AuthorizationPolicy {
                 return .databaseAdmin
             case .purgedInfosLimit, .purgedInfos:
                 return method == .PUT ? .databaseAdmin : .member
+            // Queries read as `_all_docs` does (documents a user may not see are left out);
+            // creating an index writes a design document, which checks for an admin.
+            case .find, .explain, .index:
+                return .member
             }
+        // Deleting an index rewrites its design document.
+        case .index:
+            return .databaseAdmin
         case .document, .attachment, .localDocument, .designResource:
             return .member
         // Jobs name their peers and documents; CouchDB's `_scheduler` is for server admins.
@@ -113,7 +120,7 @@ enum AuthorizationPolicy {
         case .database(let database) where database == UsersDatabase.name && (method == .GET || method == .HEAD):
             // Its information counts the users (POST, a sign-up, follows the document rules).
             return .serverAdmin
-        case .server, .database, .databaseResource, .designResource, .scheduler, .node:
+        case .server, .database, .databaseResource, .designResource, .scheduler, .node, .index:
             return base
         }
     }
