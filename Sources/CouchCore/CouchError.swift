@@ -67,6 +67,14 @@ public struct CouchError: Error, Sendable, Equatable, CustomStringConvertible {
         return error
     }
 
+    /// An error with a name of its own answered with `kind`'s status (Mango's
+    /// `no_usable_index`, `invalid_value`, ... are 400s with their own names).
+    public init(_ kind: Kind, _ reason: String, name: String) {
+        self.kind = kind
+        self.reason = reason
+        self.customName = name
+    }
+
     public var error: String { customName ?? kind.rawValue }
 
     /// CouchDB's status for each error name.

@@ -1,6 +1,7 @@
 import CouchCore
 import CouchFunctions
 import CouchIndex
+import CouchMango
 import CouchReplication
 import CouchStore
 import Foundation
@@ -31,6 +32,9 @@ public final class CouchServer: RequestHandler {
     public let replicatorDatabase: ReplicatorDatabase
     /// Fetches the attachment bodies an on-demand pull left on its source, when first read.
     public let attachmentsOnDemand: OnDemandAttachments
+    /// Mango JSON indexes' rows and text indexes, read by `_find`.
+    let mangoIndexes: MangoIndexReader = MangoScanIndexReader()
+    let mangoText: MangoTextSearcher? = nil
     let logger = Logger(label: "couchette.server")
     /// Requests, reads and feeds counted for `_stats` and `_prometheus`.
     let metrics = ServerMetrics()

@@ -12,6 +12,8 @@ public enum Endpoint: Sendable, Equatable {
     case designResource(DatabaseName, DocumentID, String)
     /// `/_scheduler/...`
     case scheduler(SchedulerResource)
+    /// `/db/_index/{ddoc}/{type}/{name}` and `/db/_index/_bulk_delete`: the path after `_index`.
+    case index(DatabaseName, [String])
 
     public enum SchedulerResource: Sendable, Equatable {
         case jobs
@@ -111,6 +113,9 @@ public enum Endpoint: Sendable, Equatable {
         case viewCleanup = "_view_cleanup"
         case allDocumentsQueries = "_all_docs/queries"
         case designDocumentsQueries = "_design_docs/queries"
+        case find = "_find"
+        case explain = "_explain"
+        case index = "_index"
     }
 
     public init(path: String) throws(CouchError) {
@@ -162,6 +167,8 @@ public enum Endpoint: Sendable, Equatable {
         // `POST /db/_compact/ddoc` compacts the design document's index.
         case "_compact" where rest.count == 1:
             self = .designResource(database, DocumentID(DocumentID.designPrefix + rest[rest.startIndex]), "_compact")
+        case "_index" where !rest.isEmpty:
+            self = .index(database, Array(rest))
         case _ where second.hasPrefix("_"):
             guard let resource = DatabaseResource(rawValue: ([second] + rest).joined(separator: "/")) else {
                 throw CouchError(.illegalDocumentID, "Only reserved document ids may start with underscore.")
@@ -219,6 +226,7 @@ public enum Endpoint: Sendable, Equatable {
         case .document(_, let id): id.isLocal ? .localDocument : .document
         case .attachment: .attachment
         case .designResource(_, _, let resource): DesignFunctionRoute(rawValue: resource).map { .designFunction($0) } ?? .designResource
+        case .index: .index
         case .scheduler(let resource):
             switch resource {
             case .jobs: .scheduler(.jobs)
@@ -235,7 +243,7 @@ public enum Endpoint: Sendable, Equatable {
         switch self {
         case .server, .scheduler, .node: nil
         case .database(let name), .databaseResource(let name, _), .document(let name, _),
-             .attachment(let name, _, _), .designResource(let name, _, _): name
+             .attachment(let name, _, _), .designResource(let name, _, _), .index(let name, _): name
         }
     }
 }
@@ -251,6 +259,7 @@ enum RouteKey: Hashable, Sendable {
     case designResource
     /// `_show`, `_list`, `_update`, `_rewrite` (see `DesignFunctionRequest`).
     case designFunction(DesignFunctionRoute)
+    case index
     case scheduler(SchedulerRoute)
 
     enum SchedulerRoute: Hashable, Sendable {

@@ -67,6 +67,10 @@ enum RouteTable {
         .databaseResource(.designDocumentsQueries): [.POST: AllDocumentsRoute.postDesignDocumentsQueries],
         // `_view`, `_info`, and `_compact/ddoc` (ViewRoutes checks the method).
         .designResource: Dictionary(uniqueKeysWithValues: HTTPMethod.allCases.map { ($0, ViewRoutes.handle) }),
+        .databaseResource(.find): [.POST: FindRoutes.postFind],
+        .databaseResource(.explain): [.POST: FindRoutes.postExplain],
+        .databaseResource(.index): [.GET: IndexRoutes.getIndexes, .POST: IndexRoutes.postIndex],
+        .index: [.DELETE: IndexRoutes.deleteIndex, .POST: IndexRoutes.postBulkDelete],
 
         .document: [
             .GET: DocumentRoutes.getDocument,

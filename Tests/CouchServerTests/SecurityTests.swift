@@ -189,6 +189,7 @@ import Testing
         case .attachment: return "/secured/walk-doc/file.txt"
         case .designResource: return "/secured/_design/walk/_view/v"
         case .designFunction(let function): return "/secured/_design/walk/" + function.rawValue + "/f"
+        case .index: return "/secured/_index/walk/json/name"
         // Server-level: admin-only whatever the database's `_security`.
         case .scheduler: return nil
         }

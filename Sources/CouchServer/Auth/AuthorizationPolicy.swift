@@ -67,7 +67,14 @@ enum AuthorizationPolicy {
                 return .databaseAdmin
             case .purgedInfosLimit, .purgedInfos:
                 return method == .PUT ? .databaseAdmin : .member
+            // Queries read as `_all_docs` does (documents a user may not see are left out);
+            // creating an index writes a design document, which checks for an admin.
+            case .find, .explain, .index:
+                return .member
             }
+        // Deleting an index rewrites its design document.
+        case .index:
+            return .databaseAdmin
         // A rewritten request is authorized again where it lands.
         case .document, .attachment, .localDocument, .designResource, .designFunction:
             return .member
@@ -118,7 +125,7 @@ enum AuthorizationPolicy {
         // `POST /db/_compact/ddoc` is compaction, for database admins as `_compact`.
         case .designResource(_, _, "_compact"):
             return .databaseAdminToCompact
-        case .server, .database, .databaseResource, .designResource, .scheduler, .node:
+        case .server, .database, .databaseResource, .designResource, .scheduler, .node, .index:
             return base
         }
     }
