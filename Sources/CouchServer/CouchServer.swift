@@ -28,6 +28,8 @@ public final class CouchServer: RequestHandler {
     public let replicatorDatabase: ReplicatorDatabase
     /// Fetches the attachment bodies an on-demand pull left on its source, when first read.
     public let attachmentsOnDemand: OnDemandAttachments
+    /// The admin page's files served at `/_utils/` (nil: none found; see `PublicDirectory`).
+    public let publicDirectory: String?
     let logger = Logger(label: "couchette.server")
     /// Requests, reads and feeds counted for `_stats` and `_prometheus`.
     let metrics = ServerMetrics()
@@ -42,6 +44,7 @@ public final class CouchServer: RequestHandler {
         accessControlHolder = holder
         LogLevelControl.level = LogLevelControl.level(named: effective.logLevel) ?? LogLevelControl.level
         databases.maximumOpen = effective.maximumOpenDatabases
+        publicDirectory = PublicDirectory.locate(configured: effective.publicDirectory)
         functions = FunctionRuntime(limits: effective.functions, securityObject: { database in
             (try? holder.current.securityObject(of: database).json) ?? [:]
         })

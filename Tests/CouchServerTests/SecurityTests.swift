@@ -190,6 +190,8 @@ import Testing
         case .designResource: return "/secured/_design/walk/_view/v"
         // Server-level: admin-only whatever the database's `_security`.
         case .scheduler: return nil
+        // The admin page's files are public (tested in StaticFilesTests).
+        case .utils: return nil
         }
     }
 

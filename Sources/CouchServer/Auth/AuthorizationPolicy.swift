@@ -70,6 +70,9 @@ enum AuthorizationPolicy {
             }
         case .document, .attachment, .localDocument, .designResource:
             return .member
+        // The admin page's files are public, as Fauxton's are: what it shows comes from the API.
+        case .utils:
+            return .anyone
         // Jobs name their peers and documents; CouchDB's `_scheduler` is for server admins.
         case .scheduler(let resource):
             switch resource {
@@ -113,7 +116,7 @@ enum AuthorizationPolicy {
         case .database(let database) where database == UsersDatabase.name && (method == .GET || method == .HEAD):
             // Its information counts the users (POST, a sign-up, follows the document rules).
             return .serverAdmin
-        case .server, .database, .databaseResource, .designResource, .scheduler, .node:
+        case .server, .database, .databaseResource, .designResource, .scheduler, .node, .utils:
             return base
         }
     }
