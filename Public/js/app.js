@@ -103,5 +103,7 @@ export async function route() {
   show(main, h('h1', { text: 'No such page' }), h('p', h('a', { href: '#/', text: 'Back to the databases' })));
 }
 
-window.addEventListener('hashchange', () => { route(); document.getElementById('main').focus({ preventScroll: true }); });
+window.addEventListener('hashchange', () => {
+  document.getElementById('notice').hidden = true;
+  route(); document.getElementById('main').focus({ preventScroll: true }); });
 loadSession().then(route);

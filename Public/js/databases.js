@@ -36,7 +36,10 @@ export async function databasesScreen(main) {
     await renderPage();
   }
 
+  let latest = 0;
   async function renderPage() {
+    // Typing starts a render per key: only the last one may show its answer.
+    const mine = ++latest;
     const term = search.value.trim().toLowerCase();
     const matching = names.filter((name) => name.toLowerCase().includes(term));
     const page = matching.slice(skip, skip + pageSize);
@@ -48,6 +51,7 @@ export async function databasesScreen(main) {
     } catch {
       infos = await Promise.all(page.map((name) => get(`/${enc(name)}`).catch(() => null)));
     }
+    if (mine !== latest) return;
     const rows = page.map((name, index) => {
       const info = infos[index] || {};
       const sizes = info.sizes || {};
