@@ -32,10 +32,12 @@ let package = Package(
                        providers: [.apt(["zlib1g-dev"])]),
         .systemLibrary(name: "CJavaScriptCore", path: "Sources/CJavaScriptCore", pkgConfig: "javascriptcoregtk-4.1",
                        providers: [.apt(["libjavascriptcoregtk-4.1-dev"])]),
+        // ICU's collator (Debian's libicu-dev) behind a header of its own: CouchDB's string order.
+        .target(name: "CCollation", linkerSettings: [.linkedLibrary("icui18n"), .linkedLibrary("icuuc")]),
         // Typed wrappers for the variadic C functions Swift cannot call.
         .target(name: "CShims", dependencies: ["CMicroHTTPD", "CCurl"]),
 
-        .target(name: "CouchCore", dependencies: ["CCrypto", "CZlib"]),
+        .target(name: "CouchCore", dependencies: ["CCrypto", "CZlib", "CCollation"]),
         .target(name: "CouchStore", dependencies: [
             "CouchCore", "CSQLite", .product(name: "Logging", package: "swift-log"),
         ]),

@@ -95,11 +95,13 @@ public final class CouchServer: RequestHandler {
     }
 
     /// Puts `configuration` in force: a new `AccessControl` (admins read again from their
-    /// file), the log level. Throws, changing nothing, when the configuration is refused.
+    /// file), the log level, the open-database bound and the replicator's limits. Throws,
+    /// changing nothing, when the configuration is refused.
     func install(_ configuration: ServerConfiguration) throws {
         accessControlHolder.current = try AccessControl(configuration: configuration, databases: databases)
         if let level = LogLevelControl.level(named: configuration.logLevel) { LogLevelControl.level = level }
         databases.maximumOpen = configuration.maximumOpenDatabases
+        scheduler.configuration = configuration.replicator
     }
 
     /// True when no admin is configured and every client is one (CouchDB's admin party).
