@@ -19,6 +19,7 @@ from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support import expected_conditions as EC
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
@@ -29,9 +30,12 @@ TIMEOUT = 30
 class Server:
     """A couchette on an ephemeral loopback port, with its data in a temporary directory."""
 
-    def __init__(self, binary):
+    def __init__(self, binary, admin=True):
         self.directory = tempfile.mkdtemp(prefix="couchette-ui-")
-        environment = dict(os.environ, COUCHETTE_CHTTPD_AUTH__ITERATIONS="1000", COUCHETTE_ADMIN=f"{ADMIN}:{PASSWORD}")
+        environment = dict(os.environ, COUCHETTE_CHTTPD_AUTH__ITERATIONS="1000")
+        environment.pop("COUCHETTE_ADMIN", None)
+        if admin:
+            environment["COUCHETTE_ADMIN"] = f"{ADMIN}:{PASSWORD}"
         self.process = subprocess.Popen(
             [binary, "serve", "--port", "0", "--data-dir", self.directory + "/data", "--log-level", "warning"],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=environment, text=True)
@@ -75,6 +79,7 @@ class Page:
         for argument in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,800",
                          "--disable-gpu", "--no-first-run", "--disable-extensions", "--disable-background-networking"]:
             options.add_argument(argument)
+        options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
         service = Service(os.environ.get("CHROMEDRIVER", "/usr/bin/chromedriver"))
         self.driver = webdriver.Chrome(service=service, options=options)
         self.driver.set_window_size(1280, 800)
@@ -135,8 +140,8 @@ def sign_in(page, server):
     page.find("#sign-in")
     page.shoot("sign-in")
     page.type("#sign-in input[name=name]", ADMIN)
-    page.type("#sign-in input[name=password]", PASSWORD)
-    page.find("#sign-in button[type=submit]").click()
+    # By keyboard: Enter in the password field submits the form.
+    page.type("#sign-in input[name=password]", PASSWORD + Keys.ENTER)
     page.text_in("#signed-in", f"Signed in as {ADMIN}")
 
 
@@ -154,6 +159,15 @@ def create_database(page, server):
     page.wait(lambda d: not d.find_elements(By.CSS_SELECTOR, '#databases tr[data-db="bravo"]'), "search kept bravo")
     page.find('#databases tr[data-db="alpha"]')
     page.shoot("databases")
+
+    page.go("#/db/alpha/security")
+    page.type("#security-members-names", "bob, carol")
+    page.type("#security-admins-roles", "editors")
+    page.find("#security-form button[type=submit]").click()
+    page.wait(lambda d: server.request("GET", "/alpha/_security").get("members", {}).get("names") == ["bob", "carol"],
+              "the security object was not saved")
+    assert server.request("GET", "/alpha/_security")["admins"]["roles"] == ["editors"]
+    server.request("PUT", "/alpha/_security", {}, expect=[200])
 
 
 def create_and_edit_document(page, server):
@@ -324,6 +338,10 @@ def narrow_and_only_this_server(page, server):
         "return performance.getEntriesByType('resource').map(e => new URL(e.name).origin)"
         ".concat([location.origin]).filter((o, i, all) => all.indexOf(o) === i)")
     assert origins == [server.base], origins
+    # No script error and no request refused by the page's Content-Security-Policy, all along.
+    problems = [entry["message"] for entry in page.driver.get_log("browser")
+                if "Uncaught" in entry["message"] or "Content Security Policy" in entry["message"]]
+    assert not problems, problems
 
 
 def sign_out(page, server):
@@ -331,8 +349,20 @@ def sign_out(page, server):
     page.find("#sign-in")
 
 
+def admin_party(page, server):
+    """A server with no admin: the page says everyone is one, and needs no sign-in."""
+    party = Server(os.environ["COUCHETTE"], admin=False)
+    try:
+        page.driver.get(f"{party.base}/_utils/#/")
+        page.text_in("#session .badge", "Admin party")
+        page.find('#databases tr[data-db="_replicator"]')
+        assert not page.driver.find_elements(By.CSS_SELECTOR, "#sign-in")
+    finally:
+        party.stop()
+
+
 STEPS = [sign_in, create_database, create_and_edit_document, mango_query, attachments, conflicts, replication, live_changes,
-         server_page, narrow_and_only_this_server, sign_out]
+         server_page, narrow_and_only_this_server, sign_out, admin_party]
 
 
 def main():
