@@ -35,6 +35,8 @@ public final class CouchServer: RequestHandler {
     /// Mango JSON indexes' rows and text indexes, read by `_find`.
     let mangoIndexes: MangoIndexReader = MangoScanIndexReader()
     let mangoText: MangoTextSearcher? = nil
+    /// The admin page's files served at `/_utils/` (nil: none found; see `PublicDirectory`).
+    public let publicDirectory: String?
     let logger = Logger(label: "couchette.server")
     /// Requests, reads and feeds counted for `_stats` and `_prometheus`.
     let metrics = ServerMetrics()
@@ -49,6 +51,7 @@ public final class CouchServer: RequestHandler {
         accessControlHolder = holder
         LogLevelControl.level = LogLevelControl.level(named: effective.logLevel) ?? LogLevelControl.level
         databases.maximumOpen = effective.maximumOpenDatabases
+        publicDirectory = PublicDirectory.locate(configured: effective.publicDirectory)
         functions = FunctionRuntime(limits: effective.functions, securityObject: { database in
             (try? holder.current.securityObject(of: database).json) ?? [:]
         })

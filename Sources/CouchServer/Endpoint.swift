@@ -26,6 +26,8 @@ public enum Endpoint: Sendable, Equatable {
     }
     /// `/_node/{node}/...`: the node name as written (`_local` or the real name) and what is asked.
     case node(String, NodeResource)
+    /// `/_utils/...`: a file of the admin page, by its decoded path segments (empty: the folder).
+    case utils([String])
 
     public enum ServerResource: String, Sendable, CaseIterable {
         case root = ""
@@ -140,6 +142,10 @@ public enum Endpoint: Sendable, Equatable {
             self = .scheduler(try Self.schedulerResource(Array(decoded.dropFirst())))
             return
         }
+        if decoded[0] == "_utils" {
+            self = .utils(Array(decoded.dropFirst()))
+            return
+        }
         if decoded[0] == "_node" {
             guard decoded.count > 1 else { throw CouchError.badRequest("Incomplete path to _node request") }
             self = .node(decoded[1], try NodeResource(decoded.dropFirst(2)))
@@ -236,12 +242,13 @@ public enum Endpoint: Sendable, Equatable {
             case .pending: .scheduler(.pending)
             }
         case .node(_, let resource): .node(resource.route)
+        case .utils: .utils
         }
     }
 
     public var databaseName: DatabaseName? {
         switch self {
-        case .server, .scheduler, .node: nil
+        case .server, .scheduler, .node, .utils: nil
         case .database(let name), .databaseResource(let name, _), .document(let name, _),
              .attachment(let name, _, _), .designResource(let name, _, _), .index(let name, _): name
         }
@@ -261,6 +268,7 @@ enum RouteKey: Hashable, Sendable {
     case designFunction(DesignFunctionRoute)
     case index
     case scheduler(SchedulerRoute)
+    case utils
 
     enum SchedulerRoute: Hashable, Sendable {
         case jobs, job, documents, document, pending

@@ -40,7 +40,7 @@ enum RouteTable {
         .node(.system): [.GET: NodeStatisticsRoutes.getSystem],
         .node(.versions): [.GET: NodeStatisticsRoutes.getVersions],
         .node(.prometheus): [.GET: NodeStatisticsRoutes.getPrometheus],
-
+        .utils: [.GET: StaticFilesRoute.getFile],
 
         .database: [
             .GET: DatabaseRoutes.getDatabase,

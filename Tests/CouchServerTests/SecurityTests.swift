@@ -192,6 +192,8 @@ import Testing
         case .index: return "/secured/_index/walk/json/name"
         // Server-level: admin-only whatever the database's `_security`.
         case .scheduler: return nil
+        // The admin page's files are public (tested in StaticFilesTests).
+        case .utils: return nil
         }
     }
 

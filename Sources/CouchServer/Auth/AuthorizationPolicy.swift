@@ -78,6 +78,9 @@ enum AuthorizationPolicy {
         // A rewritten request is authorized again where it lands.
         case .document, .attachment, .localDocument, .designResource, .designFunction:
             return .member
+        // The admin page's files are public, as Fauxton's are: what it shows comes from the API.
+        case .utils:
+            return .anyone
         // Jobs name their peers and documents; CouchDB's `_scheduler` is for server admins.
         case .scheduler(let resource):
             switch resource {
@@ -125,7 +128,7 @@ enum AuthorizationPolicy {
         // `POST /db/_compact/ddoc` is compaction, for database admins as `_compact`.
         case .designResource(_, _, "_compact"):
             return .databaseAdminToCompact
-        case .server, .database, .databaseResource, .designResource, .scheduler, .node, .index:
+        case .server, .database, .databaseResource, .designResource, .scheduler, .node, .index, .utils:
             return base
         }
     }
