@@ -42,6 +42,7 @@ public final class CouchServer: RequestHandler {
         accessControlHolder = holder
         LogLevelControl.level = LogLevelControl.level(named: effective.logLevel) ?? LogLevelControl.level
         databases.maximumOpen = effective.maximumOpenDatabases
+        databases.maximumPartitionSize = effective.maximumPartitionSize
         functions = FunctionRuntime(limits: effective.functions, securityObject: { database in
             (try? holder.current.securityObject(of: database).json) ?? [:]
         })
@@ -97,6 +98,7 @@ public final class CouchServer: RequestHandler {
         accessControlHolder.current = try AccessControl(configuration: configuration, databases: databases)
         if let level = LogLevelControl.level(named: configuration.logLevel) { LogLevelControl.level = level }
         databases.maximumOpen = configuration.maximumOpenDatabases
+        databases.maximumPartitionSize = configuration.maximumPartitionSize
     }
 
     /// True when no admin is configured and every client is one (CouchDB's admin party).
@@ -107,7 +109,9 @@ public final class CouchServer: RequestHandler {
     public func handle(_ request: HTTPRequest) -> HTTPResponse {
         let started = DispatchTime.now().uptimeNanoseconds
         let access = accessControl
+        let request = RequestForms.overridingMethod(request)
         var response = access.cors.preflight(request) ?? route(request)
+        response = RequestForms.wrappingJSONP(response, request: request, allowed: access.configuration.allowJSONP)
         access.cors.decorate(&response, for: request)
         metrics.recordRequest(method: request.method, status: response.status,
                               nanoseconds: DispatchTime.now().uptimeNanoseconds &- started)

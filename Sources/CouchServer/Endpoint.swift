@@ -12,6 +12,9 @@ public enum Endpoint: Sendable, Equatable {
     case designResource(DatabaseName, DocumentID, String)
     /// `/_scheduler/...`
     case scheduler(SchedulerResource)
+    /// `/db/_partition/{partition}[/...]`: a partition's information (no rest) or a query
+    /// over its rows (`_all_docs`, ...), as written after the partition.
+    case partition(DatabaseName, String, [String])
 
     public enum SchedulerResource: Sendable, Equatable {
         case jobs
@@ -108,6 +111,7 @@ public enum Endpoint: Sendable, Equatable {
         case purge = "_purge"
         case purgedInfosLimit = "_purged_infos_limit"
         case purgedInfos = "_purged_infos"
+        case localDocuments = "_local_docs"
     }
 
     public init(path: String) throws(CouchError) {
@@ -152,6 +156,10 @@ public enum Endpoint: Sendable, Equatable {
             guard let name = rest.first else { throw CouchError.badRequest("Missing _design document id") }
             let id = DocumentID(DocumentID.designPrefix + name)
             self = Self.documentOrAttachment(database, id, Array(rest.dropFirst()))
+        case "_partition":
+            // CouchDB answers `/db/_partition` itself with this reason.
+            guard let partition = rest.first else { throw CouchError.badRequest("invalid_partition_req") }
+            self = .partition(database, partition, Array(rest.dropFirst()))
         case _ where second.hasPrefix(DocumentID.localPrefix):
             self = .document(database, try DocumentID.validated(([second] + rest).joined(separator: "/")))
         case _ where second.hasPrefix(DocumentID.designPrefix):
@@ -213,6 +221,7 @@ public enum Endpoint: Sendable, Equatable {
         case .document(_, let id): id.isLocal ? .localDocument : .document
         case .attachment: .attachment
         case .designResource: .designResource
+        case .partition: .partition
         case .scheduler(let resource):
             switch resource {
             case .jobs: .scheduler(.jobs)
@@ -229,7 +238,7 @@ public enum Endpoint: Sendable, Equatable {
         switch self {
         case .server, .scheduler, .node: nil
         case .database(let name), .databaseResource(let name, _), .document(let name, _),
-             .attachment(let name, _, _), .designResource(let name, _, _): name
+             .attachment(let name, _, _), .designResource(let name, _, _), .partition(let name, _, _): name
         }
     }
 }
@@ -243,6 +252,7 @@ enum RouteKey: Hashable, Sendable {
     case localDocument
     case attachment
     case designResource
+    case partition
     case scheduler(SchedulerRoute)
 
     enum SchedulerRoute: Hashable, Sendable {

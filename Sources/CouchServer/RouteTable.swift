@@ -62,6 +62,8 @@ enum RouteTable {
         .databaseResource(.purge): [.POST: PurgeRoutes.postPurge],
         .databaseResource(.purgedInfosLimit): [.GET: PurgeRoutes.getPurgedInfosLimit, .PUT: PurgeRoutes.putPurgedInfosLimit],
         .databaseResource(.purgedInfos): [.GET: PurgeRoutes.getPurgedInfos],
+        .databaseResource(.localDocuments): [.GET: AllDocumentsRoute.getLocalDocuments, .POST: AllDocumentsRoute.postLocalDocuments],
+        .partition: [.GET: PartitionRoutes.get, .POST: PartitionRoutes.post],
 
         .document: [
             .GET: DocumentRoutes.getDocument,

@@ -188,6 +188,7 @@ import Testing
         case .localDocument: return "/secured/_local/walk"
         case .attachment: return "/secured/walk-doc/file.txt"
         case .designResource: return "/secured/_design/walk/_view/v"
+        case .partition: return "/secured/_partition/walk/_all_docs"
         // Server-level: admin-only whatever the database's `_security`.
         case .scheduler: return nil
         }

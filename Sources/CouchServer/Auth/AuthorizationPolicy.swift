@@ -56,7 +56,7 @@ enum AuthorizationPolicy {
         case .databaseResource(let resource):
             switch resource {
             case .allDocuments, .designDocuments, .bulkDocuments, .bulkGet, .changes,
-                 .revisionsDifference, .missingRevisions, .ensureFullCommit:
+                 .revisionsDifference, .missingRevisions, .ensureFullCommit, .localDocuments:
                 return .member
             case .compact:
                 return .databaseAdminToCompact
@@ -68,7 +68,7 @@ enum AuthorizationPolicy {
             case .purgedInfosLimit, .purgedInfos:
                 return method == .PUT ? .databaseAdmin : .member
             }
-        case .document, .attachment, .localDocument, .designResource:
+        case .document, .attachment, .localDocument, .designResource, .partition:
             return .member
         // Jobs name their peers and documents; CouchDB's `_scheduler` is for server admins.
         case .scheduler(let resource):
@@ -95,7 +95,8 @@ enum AuthorizationPolicy {
             return base
         case .databaseResource(let database, let resource) where database.isSystem:
             switch (database.rawValue, resource) {
-            case ("_users", .allDocuments), ("_users", .changes), ("_replicator", .allDocuments), ("_replicator", .changes):
+            case ("_users", .allDocuments), ("_users", .changes), ("_replicator", .allDocuments), ("_replicator", .changes),
+                 ("_users", .localDocuments), ("_replicator", .localDocuments):
                 return .serverAdmin
             // Stricter than CouchDB, which filters each document of these per user:
             // only admins list or bulk-read the users database.
@@ -113,7 +114,7 @@ enum AuthorizationPolicy {
         case .database(let database) where database == UsersDatabase.name && (method == .GET || method == .HEAD):
             // Its information counts the users (POST, a sign-up, follows the document rules).
             return .serverAdmin
-        case .server, .database, .databaseResource, .designResource, .scheduler, .node:
+        case .server, .database, .databaseResource, .designResource, .scheduler, .node, .partition:
             return base
         }
     }
