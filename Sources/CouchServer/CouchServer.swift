@@ -52,6 +52,7 @@ public final class CouchServer: RequestHandler {
         LogLevelControl.level = LogLevelControl.level(named: effective.logLevel) ?? LogLevelControl.level
         databases.maximumOpen = effective.maximumOpenDatabases
         publicDirectory = PublicDirectory.locate(configured: effective.publicDirectory)
+        databases.maximumPartitionSize = effective.maximumPartitionSize
         functions = FunctionRuntime(limits: effective.functions, securityObject: { database in
             (try? holder.current.securityObject(of: database).json) ?? [:]
         })
@@ -110,6 +111,7 @@ public final class CouchServer: RequestHandler {
         if let level = LogLevelControl.level(named: configuration.logLevel) { LogLevelControl.level = level }
         databases.maximumOpen = configuration.maximumOpenDatabases
         scheduler.configuration = configuration.replicator
+        databases.maximumPartitionSize = configuration.maximumPartitionSize
     }
 
     /// True when no admin is configured and every client is one (CouchDB's admin party).
@@ -120,7 +122,9 @@ public final class CouchServer: RequestHandler {
     public func handle(_ request: HTTPRequest) -> HTTPResponse {
         let started = DispatchTime.now().uptimeNanoseconds
         let access = accessControl
+        let request = RequestForms.overridingMethod(request)
         var response = access.cors.preflight(request) ?? route(request)
+        response = RequestForms.wrappingJSONP(response, request: request, allowed: access.configuration.allowJSONP)
         access.cors.decorate(&response, for: request)
         metrics.recordRequest(method: request.method, status: response.status,
                               nanoseconds: DispatchTime.now().uptimeNanoseconds &- started)

@@ -14,6 +14,9 @@ public enum Endpoint: Sendable, Equatable {
     case scheduler(SchedulerResource)
     /// `/db/_index/{ddoc}/{type}/{name}` and `/db/_index/_bulk_delete`: the path after `_index`.
     case index(DatabaseName, [String])
+    /// `/db/_partition/{partition}[/...]`: a partition's information (no rest) or a query
+    /// over its rows (`_all_docs`, ...), as written after the partition.
+    case partition(DatabaseName, String, [String])
 
     public enum SchedulerResource: Sendable, Equatable {
         case jobs
@@ -118,6 +121,7 @@ public enum Endpoint: Sendable, Equatable {
         case find = "_find"
         case explain = "_explain"
         case index = "_index"
+        case localDocuments = "_local_docs"
     }
 
     public init(path: String) throws(CouchError) {
@@ -166,6 +170,10 @@ public enum Endpoint: Sendable, Equatable {
             guard let name = rest.first else { throw CouchError.badRequest("Missing _design document id") }
             let id = DocumentID(DocumentID.designPrefix + name)
             self = Self.documentOrAttachment(database, id, Array(rest.dropFirst()))
+        case "_partition":
+            // CouchDB answers `/db/_partition` itself with this reason.
+            guard let partition = rest.first else { throw CouchError.badRequest("invalid_partition_req") }
+            self = .partition(database, partition, Array(rest.dropFirst()))
         case _ where second.hasPrefix(DocumentID.localPrefix):
             self = .document(database, try DocumentID.validated(([second] + rest).joined(separator: "/")))
         case _ where second.hasPrefix(DocumentID.designPrefix):
@@ -233,6 +241,7 @@ public enum Endpoint: Sendable, Equatable {
         case .attachment: .attachment
         case .designResource(_, _, let resource): DesignFunctionRoute(rawValue: resource).map { .designFunction($0) } ?? .designResource
         case .index: .index
+        case .partition: .partition
         case .scheduler(let resource):
             switch resource {
             case .jobs: .scheduler(.jobs)
@@ -250,7 +259,8 @@ public enum Endpoint: Sendable, Equatable {
         switch self {
         case .server, .scheduler, .node, .utils: nil
         case .database(let name), .databaseResource(let name, _), .document(let name, _),
-             .attachment(let name, _, _), .designResource(let name, _, _), .index(let name, _): name
+             .attachment(let name, _, _), .designResource(let name, _, _), .index(let name, _),
+             .partition(let name, _, _): name
         }
     }
 }
@@ -267,6 +277,7 @@ enum RouteKey: Hashable, Sendable {
     /// `_show`, `_list`, `_update`, `_rewrite` (see `DesignFunctionRequest`).
     case designFunction(DesignFunctionRoute)
     case index
+    case partition
     case scheduler(SchedulerRoute)
     case utils
 

@@ -71,6 +71,8 @@ enum RouteTable {
         .databaseResource(.explain): [.POST: FindRoutes.postExplain],
         .databaseResource(.index): [.GET: IndexRoutes.getIndexes, .POST: IndexRoutes.postIndex],
         .index: [.DELETE: IndexRoutes.deleteIndex, .POST: IndexRoutes.postBulkDelete],
+        .databaseResource(.localDocuments): [.GET: AllDocumentsRoute.getLocalDocuments, .POST: AllDocumentsRoute.postLocalDocuments],
+        .partition: [.GET: PartitionRoutes.get, .POST: PartitionRoutes.post],
 
         .document: [
             .GET: DocumentRoutes.getDocument,

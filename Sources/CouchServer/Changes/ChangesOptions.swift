@@ -54,8 +54,17 @@ struct ChangesOptions: Sendable {
         if let raw = request.queryValue("heartbeat") {
             if raw == "true" {
                 heartbeat = Self.defaultHeartbeat
-            } else if raw != "false" {
-                guard let value = Int(raw), value > 0 else { throw CouchError.badRequest("Invalid heartbeat value. Expecting a positive integer value (or `true`).") }
+            } else {
+                // CouchDB's two reasons: not an integer, or not a positive one. Integers too
+                // large for 64 bits are positive and saturate.
+                let digits = raw.hasPrefix("-") || raw.hasPrefix("+") ? raw.dropFirst() : Substring(raw)
+                guard !digits.isEmpty, digits.allSatisfy({ $0.isASCII && $0.isNumber }) else {
+                    throw CouchError.badRequest("Invalid heartbeat value. Expecting a positive integer value (in milliseconds).")
+                }
+                let value = Int(raw) ?? (raw.hasPrefix("-") ? -1 : Int.max)
+                guard value > 0 else {
+                    throw CouchError.badRequest("The heartbeat value should be a positive integer (in milliseconds).")
+                }
                 heartbeat = min(value, Self.longestWait)
             }
         }
