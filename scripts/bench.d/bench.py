@@ -35,14 +35,15 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import functions  # noqa: E402  (beside this file)
+import feeds  # noqa: E402  (beside this file)
+import functions  # noqa: E402
 import mango  # noqa: E402
 BANNER = re.compile(rb"listening on http://[^:/]+:(\d+)/")
 DB = "bench"                       # the database loaded by _bulk_docs and read by the other rows
 ID_FORMAT = "bench-%07d"           # document ids, fixed width so every document has the same size
 DOC_BYTES = 1024                   # size of a document as sent in _bulk_docs, _id included
 WORKLOADS = ["bulk_docs", "get_c10", "get_c100", "put_c1", "put_c10", "changes", "all_docs", "feed_latency",
-             "replication", "idle_rss_after_load", "filter_changes", "validate_bulk_docs", "mango_find", "startup", "idle_rss"]
+             "replication", "idle_rss_after_load", "filter_changes", "validate_bulk_docs", "mango_find", "feeds_at_scale", "startup", "idle_rss"]
 
 
 class Settings:
@@ -378,10 +379,10 @@ class Bench:
     def log(self, message):
         print(f"bench: {message}", file=sys.stderr, flush=True)
 
-    def start_couchette(self, name, data_dir):
+    def start_couchette(self, name, data_dir, extra=()):
         process = Process(name, [self.couchette, "serve", "--port", "0", "--bind", "127.0.0.1",
                                  "--data-dir", data_dir, "--log-level", "warning",
-                                 "--threads", str(self.options.threads)],
+                                 "--threads", str(self.options.threads), *extra],
                           os.path.join(self.workdir, name + ".log"))
         process.wait_for_port()
         return process
@@ -454,6 +455,8 @@ class Bench:
         except RuntimeError as failure:
             raise BenchError(str(failure))
         server.stop()
+        if self.wanted("feeds_at_scale"):
+            feeds.feeds_at_scale(self, self.start_couchette, http_request, expect, kb_to_mb)
         self.startup(data_a)
 
     def bulk_docs(self, server, body_path):
