@@ -73,7 +73,8 @@ public final class CouchServer: RequestHandler {
         attachmentsOnDemand = OnDemandAttachments(replicatorDatabase: replicatorDatabase)
         let metrics = ServerMetrics()
         self.metrics = metrics
-        idleMemoryRelease = IdleMemoryRelease(requestCount: { [weak metrics] in metrics?.requestCount ?? 0 })
+        idleMemoryRelease = IdleMemoryRelease(requestCount: { [weak metrics] in metrics?.requestCount ?? 0 },
+                                              releaseCaches: { [weak databases] in databases?.releaseCacheMemory() })
         replicatorDatabase.start()
     }
 
