@@ -196,4 +196,38 @@ import Testing
         let (_, reversed) = try server.json("GET", "/c/_design/c/_view/k?descending=true")
         #expect(rows(reversed).map { $0["id"]! } == rows(json).reversed().map { $0["id"]! })
     }
+
+    @Test func queriesEndpointsAndUpdateModes() throws {
+        let server = try server()
+        defer { server.stop() }
+        var (status, json) = try server.json("POST", "/db/_all_docs/queries",
+                                              body: #"{"queries":[{"keys":["d2","d9"]},{"startkey":"d5","limit":1,"include_docs":true}]}"#)
+        #expect(status == 200)
+        let results = json["results"]?.arrayValue ?? []
+        #expect(results.count == 2)
+        #expect(rows(results[0]).map { $0["key"] } == ["d2", "d9"])
+        #expect(rows(results[0]).last?["error"] == "not_found")
+        #expect(rows(results[1]).map { $0["id"] } == ["d5"])
+        #expect(rows(results[1]).first?["doc"]?["n"] == 5)
+        (status, json) = try server.json("POST", "/db/_design_docs/queries", body: #"{"queries":[{}]}"#)
+        #expect(rows(json["results"]!.arrayValue![0]).map { $0["id"] } == ["_design/app"])
+
+        // update=false answers what the index holds; the next default query catches up.
+        // (No background update may run in between, however slow the machine.)
+        server.server.indexes.backgroundDelay = 3600
+        #expect(rows(try server.json("GET", "/db/_design/app/_view/by_n?reduce=false").json).count == 6)
+        try server.put("db", "d8", #"{"n":8,"type":"even"}"#)
+        #expect(rows(try server.json("GET", "/db/_design/app/_view/by_n?reduce=false&update=false").json).count == 6)
+        #expect(rows(try server.json("GET", "/db/_design/app/_view/by_n?reduce=false&stale=ok").json).count == 6)
+        #expect(rows(try server.json("GET", "/db/_design/app/_view/by_n?reduce=false").json).count == 7)
+        (status, json) = try server.json("GET", "/db/_design/app/_view/by_n?update=sometimes")
+        #expect(status == 400)
+        #expect(json["reason"] == "Invalid value for `update`.")
+
+        // A value naming another document links it with include_docs.
+        try server.put("db", "_design/link", #"{"views":{"l":{"map":"function(doc) { if (doc.n == 1) emit(doc.n, {_id: 'd2'}); }"}}}"#)
+        (_, json) = try server.json("GET", "/db/_design/link/_view/l?include_docs=true")
+        #expect(rows(json).first?["id"] == "d1")
+        #expect(rows(json).first?["doc"]?["_id"] == "d2")
+    }
 }
