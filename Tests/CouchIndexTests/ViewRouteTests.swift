@@ -230,4 +230,22 @@ import Testing
         #expect(rows(json).first?["id"] == "d1")
         #expect(rows(json).first?["doc"]?["_id"] == "d2")
     }
+
+    /// A view queried once is brought up to date after later writes without being queried.
+    @Test func queriedViewsUpdateInTheBackground() throws {
+        let server = try server()
+        defer { server.stop() }
+        #expect(rows(try server.json("GET", "/db/_design/app/_view/by_n?reduce=false").json).count == 6)
+        try server.put("db", "d9", #"{"n":9}"#)
+        let target = try server.json("GET", "/db").json["update_seq"].flatMap(sequenceNumber)
+        let deadline = Date().addingTimeInterval(60)
+        var indexed: Int?
+        repeat {
+            indexed = try server.json("GET", "/db/_design/app/_info").json["view_index"]?["update_seq"]?.intValue
+            if indexed == target { break }
+            Thread.sleep(forTimeInterval: 0.1)
+        } while Date() < deadline
+        #expect(indexed == target)
+        #expect(rows(try server.json("GET", "/db/_design/app/_view/by_n?reduce=false&update=false").json).count == 7)
+    }
 }
