@@ -11,6 +11,7 @@ let package = Package(
         .library(name: "CouchReplication", targets: ["CouchReplication"]),
         .library(name: "CouchFunctions", targets: ["CouchFunctions"]),
         .library(name: "CouchIndex", targets: ["CouchIndex"]),
+        .library(name: "CouchMango", targets: ["CouchMango"]),
         .executable(name: "couchette", targets: ["couchette"]),
     ],
     dependencies: [
@@ -50,6 +51,8 @@ let package = Package(
         .target(name: "CouchIndex", dependencies: [
             "CouchCore", "CouchStore", "CouchFunctions", .product(name: "Logging", package: "swift-log"),
         ]),
+        // Mango queries: `_find`'s options, the planner, index definitions, text search.
+        .target(name: "CouchMango", dependencies: ["CouchCore", "CouchStore", "CSQLite"]),
         // An HTTP client on libcurl that knows nothing of CouchDB.
         .target(name: "CurlClient", dependencies: ["CCurl", "CShims"]),
         // The replicator: endpoints (local store or remote HTTP), stages, checkpoints, jobs.
@@ -59,6 +62,7 @@ let package = Package(
         ]),
         .target(name: "CouchServer", dependencies: [
             "CouchCore", "CouchStore", "CouchFunctions", "CouchIndex", "CouchReplication", "CMicroHTTPD", "CShims",
+            "CouchCore", "CouchStore", "CouchFunctions", "CouchReplication", "CouchMango", "CMicroHTTPD", "CShims",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "Metrics", package: "swift-metrics"), .product(name: "Prometheus", package: "swift-prometheus"),
         ]),
@@ -69,7 +73,7 @@ let package = Package(
         ]),
 
         .target(name: "CouchTestSupport", dependencies: [
-                    "CouchCore", "CouchServer", "CouchStore", .product(name: "Logging", package: "swift-log"),
+                    "CouchCore", "CouchServer", "CouchStore", "CSQLite", .product(name: "Logging", package: "swift-log"),
                 ],
                 path: "Tests/CouchTestSupport"),
         .testTarget(name: "CouchCoreTests", dependencies: ["CouchCore"]),
