@@ -248,4 +248,36 @@ import Testing
         #expect(indexed == target)
         #expect(rows(try server.json("GET", "/db/_design/app/_view/by_n?reduce=false&update=false").json).count == 7)
     }
+
+    /// `_sum` over arrays and objects, `_approx_count_distinct`, `_count` by group level,
+    /// and the `include_design` and `local_seq` options.
+    @Test func builtInReducesOverStructuredValuesAndOptions() throws {
+        let server = try TestServer()
+        defer { server.stop() }
+        try server.createDatabase("r")
+        let documents = [#"{"_id":"a","k":["x",1],"v":[1,2],"o":{"p":1,"q":{"r":2}}}"#,
+                         #"{"_id":"b","k":["x",2],"v":[3],"o":{"p":2}}"#,
+                         #"{"_id":"c","k":["y",1],"v":[0,0,5],"o":{"q":{"r":3}}}"#]
+        #expect(try server.json("POST", "/r/_bulk_docs", body: #"{"docs":[\#(documents.joined(separator: ","))]}"#).status == 201)
+        try server.put("r", "_design/r", #"""
+            {"options": {"include_design": true, "local_seq": true}, "views": {
+              "arrays": {"map": "function(doc) { if (doc.v) emit(doc.k, doc.v); }", "reduce": "_sum"},
+              "objects": {"map": "function(doc) { if (doc.o) emit(doc._id, doc.o); }", "reduce": "_sum"},
+              "distinct": {"map": "function(doc) { if (doc.k) { emit(doc.k[0], null); } }", "reduce": "_approx_count_distinct"},
+              "count": {"map": "function(doc) { if (doc.k) emit(doc.k, null); }", "reduce": "_count"},
+              "all": {"map": "function(doc) { emit(doc._id, doc._local_seq); }"}}}
+            """#)
+        var (_, json) = try server.json("GET", "/r/_design/r/_view/arrays")
+        #expect(rows(json).first?["value"] == [4, 2, 5])
+        (_, json) = try server.json("GET", "/r/_design/r/_view/objects")
+        #expect(rows(json).first?["value"] == (try JSONValue.parse(#"{"p":3,"q":{"r":5}}"#)))
+        (_, json) = try server.json("GET", "/r/_design/r/_view/distinct")
+        #expect(rows(json).first?["value"] == 2)
+        (_, json) = try server.json("GET", "/r/_design/r/_view/count?group_level=1")
+        #expect(rows(json).map { $0["key"] } == [["x"], ["y"]])
+        #expect(rows(json).map { $0["value"] } == [2, 1])
+        (_, json) = try server.json("GET", "/r/_design/r/_view/all")
+        #expect(rows(json).map { $0["id"] } == ["_design/r", "a", "b", "c"])
+        #expect(rows(json).dropFirst().map { $0["value"] } == [1, 2, 3])
+    }
 }
