@@ -87,6 +87,12 @@ import Testing
         #expect(json["reason"] == "No rows can match your key range, reverse your start_key and end_key or set descending=true")
         (status, json) = try server.json("GET", "/db/_design/app/_view/by_n?limit=-1")
         #expect(json["error"] == "query_parse_error")
+        // Huge numbers are answered, not trapped on.
+        (status, json) = try server.json("GET", "/db/_design/app/_view/by_n?reduce=false&startkey=1&skip=\(Int.max)&limit=\(Int.max)")
+        #expect(status == 200)
+        #expect(json["offset"] == 6)
+        (status, json) = try server.json("GET", "/db/_design/app/_view/stats?group_level=\(Int.max)&skip=\(Int.max)")
+        #expect(status == 200)
         (status, json) = try server.json("GET", "/db/_design/app/_view/nope")
         #expect(status == 404)
         #expect(json["reason"] == "missing_named_view")
