@@ -54,8 +54,17 @@ struct ChangesOptions: Sendable {
         if let raw = request.queryValue("heartbeat") {
             if raw == "true" {
                 heartbeat = Self.defaultHeartbeat
-            } else if raw != "false" {
-                guard let value = Int(raw), value > 0 else { throw CouchError.badRequest("Invalid heartbeat value. Expecting a positive integer value (or `true`).") }
+            } else {
+                // CouchDB's two reasons: not an integer, or not a positive one. Integers too
+                // large for 64 bits are positive and saturate.
+                let digits = raw.hasPrefix("-") || raw.hasPrefix("+") ? raw.dropFirst() : Substring(raw)
+                guard !digits.isEmpty, digits.allSatisfy({ $0.isASCII && $0.isNumber }) else {
+                    throw CouchError.badRequest("Invalid heartbeat value. Expecting a positive integer value (in milliseconds).")
+                }
+                let value = Int(raw) ?? (raw.hasPrefix("-") ? -1 : Int.max)
+                guard value > 0 else {
+                    throw CouchError.badRequest("The heartbeat value should be a positive integer (in milliseconds).")
+                }
                 heartbeat = min(value, Self.longestWait)
             }
         }
@@ -120,21 +129,14 @@ struct ChangesOptions: Sendable {
         return DesignFunctionFilter(filter: filter)
     }
 
-    /// `filter=_view&view=ddoc/view`: CouchDB's 404 for a missing design document or view;
-    /// running the view's map function awaits views.
+    /// `filter=_view&view=ddoc/view`: documents the view's map function emits for;
+    /// CouchDB's 400 without `view`, 404 for a missing design document or view.
     private static func viewFilter(_ context: RouteContext) throws -> ChangeFilter? {
-        guard let view = context.request.queryValue("view"), !view.isEmpty else {
-            throw CouchError.badRequest("`view` filter parameter is not provided.")
-        }
-        let parts = view.split(separator: "/", maxSplits: 1)
-        guard parts.count == 2 else {
-            throw CouchError.badRequest("`view` must be of the form `designname/viewname`")
-        }
-        let id = DocumentID(DocumentID.designPrefix + parts[0])
-        guard let design = try context.server.functions.designDocuments(try context.database()).first(where: { $0.id == id }) else {
-            throw CouchError.notFound("missing")
-        }
-        if let missing = design.missingKey("views", String(parts[1])) { throw CouchError.notFound(missing) }
-        throw CouchError(.notImplemented, "filter=_view needs views, which Couchette does not build yet")
+        let database = try context.database()
+        let functions = context.server.functions
+        let req = context.functionRequestFields(id: nil)
+        let filter = try functions.filter("_view", in: database,
+                                          request: req.json(database: database, securityObject: functions.securityObject(of: database)))
+        return DesignFunctionFilter(filter: filter)
     }
 }
