@@ -27,6 +27,21 @@ import Testing
             }
             """#,
         "no-rows": "function(head, req) { return 'nothing read'; }",
+        // Headers given after the first getRow() still apply while no chunk was sent.
+        "late-headers": #"""
+            function(head, req) {
+              getRow();
+              start({code: 400, headers: {"X-My-Header": "MyHeader"}});
+              send("bad request");
+            }
+            """#,
+        "too-many-rows": #"""
+            function(head, req) {
+              var row;
+              while (row = getRow()) { send(row.id + ","); }
+              return "after: " + toJSON(getRow());
+            }
+            """#,
         "formats": #"""
             function(head, req) {
               provides("html", function() {
@@ -88,6 +103,12 @@ import Testing
         #expect(response.header("Content-Type") == "text/plain")
         #expect(response.header("X-List") == "yes")
         #expect(response.text == "first doc1 last")
+        response = try server.request("GET", "/db/_design/lists/_list/late-headers/_all_docs")
+        #expect(response.status == 400)
+        #expect(response.header("X-My-Header") == "MyHeader")
+        #expect(response.text == "bad request")
+        response = try server.request("GET", "/db/_design/lists/_list/too-many-rows/_all_docs?limit=1")
+        #expect(response.text == "_design/lists,after: null")
         response = try server.request("GET", "/db/_design/lists/_list/no-rows/_all_docs")
         #expect(response.status == 200)
         #expect(response.text == "nothing read")

@@ -34,6 +34,8 @@ extension RouteContext {
         var req = FilterRequest(path: pathParts, user: user)
         req.id = id
         req.method = request.method
+        let queryString = request.query.map { PercentEncoding.encode($0.name) + "=" + PercentEncoding.encode($0.value) }
+        req.rawPath = request.path + (queryString.isEmpty ? "" : "?" + queryString.joined(separator: "&"))
         var query = JSONObject()
         for parameter in request.query {
             // CouchDB decodes these as JSON in `req.query`.
