@@ -133,6 +133,44 @@ import Testing
         #expect(json["error"] == "not_acceptable")
     }
 
+    @Test func rendersMapAndReduceViewsOfThisAndAnotherDesignDocument() throws {
+        let server = try Self.server()
+        defer { server.stop() }
+        let views: JSONValue = ["views": [
+            "by-n": ["map": "function(doc) { if (doc.n) emit(doc.n, 'v' + doc.n); }"],
+            "sum": ["map": "function(doc) { if (doc.n) emit(doc.n % 2, doc.n); }", "reduce": "_sum"],
+        ], "lists": ["keys": #"""
+            function(head, req) {
+              var row, out = [];
+              while (row = getRow()) { out.push(toJSON(row.key) + "=" + toJSON(row.value)); }
+              return "total=" + head.total_rows + " " + out.join(" ");
+            }
+            """#]]
+        #expect(try server.json("PUT", "/db/_design/views", body: views.serializedString()).status == 201)
+        var response = try server.request("GET", "/db/_design/views/_list/keys/by-n?startkey=2")
+        #expect(response.status == 200)
+        #expect(response.text == #"total=3 2="v2" 3="v3""#)
+        // The list of one design document over the view of another.
+        response = try server.request("GET", "/db/_design/lists/_list/basic/views/by-n?include_docs=true&descending=true")
+        #expect(response.text == "head total=3 offset=0;doc3(3),doc2(2),doc1(1),tail")
+        response = try server.request("POST", "/db/_design/views/_list/keys/by-n", body: #"{"keys":[3,1]}"#)
+        #expect(response.text == #"total=3 3="v3" 1="v1""#)
+        // Reduce views: no total, grouped rows.
+        response = try server.request("GET", "/db/_design/views/_list/keys/sum?group=true")
+        #expect(response.text == "total=undefined 0=2 1=4")
+        response = try server.request("GET", "/db/_design/views/_list/keys/sum")
+        #expect(response.text == "total=undefined null=6")
+        // The view's own errors and 404s.
+        var (status, json) = try server.json("GET", "/db/_design/views/_list/keys/nothere")
+        #expect(status == 404)
+        #expect(json["error"] == "not_found")
+        (status, json) = try server.json("GET", "/db/_design/views/_list/keys/by-n?group=true")
+        #expect(status == 400)
+        #expect(json["error"] == "query_parse_error")
+        (status, json) = try server.json("GET", "/db/_design/lists/_list/basic/nothere/by-n")
+        #expect(status == 404)
+    }
+
     @Test func answersCouchDBErrors() throws {
         let server = try Self.server()
         defer { server.stop() }
