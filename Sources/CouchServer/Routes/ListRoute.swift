@@ -66,7 +66,8 @@ enum ListRoute {
             let designName = view.count == 2 ? view[0] : String((try context.documentID).rawValue.dropFirst(DocumentID.designPrefix.count))
             path = "/\(database)/_design/\(PercentEncoding.encode(designName))/_view/\(PercentEncoding.encode(viewName))"
         }
-        var headers = context.request.headers
+        // The list's own conditional request is not the view's.
+        var headers = context.request.headers.filter { $0.key != "if-none-match" && $0.key != "if-match" }
         var body: [UInt8] = []
         var method = "GET"
         if let keys {
