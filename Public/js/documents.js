@@ -43,7 +43,9 @@ function documentsView(container, db) {
   findForm.addEventListener('submit', (event) => { event.preventDefault(); mode = 'find'; skip = 0; load(); });
   size.addEventListener('change', () => { skip = 0; load(); });
 
+  let latest = 0;
   async function load() {
+    const mine = ++latest;
     const limit = Number(size.value);
     report(slot, null);
     let rows;
@@ -66,10 +68,13 @@ function documentsView(container, db) {
         rows = answer.rows.map((row) => ({ id: row.id, rev: row.value.rev, doc: row.doc, total: answer.total_rows }));
       }
     } catch (error) {
+      if (mine !== latest) return;
       report(slot, error);
       show(list);
       return;
     }
+    // A later listing started meanwhile: it draws, not this one.
+    if (mine !== latest) return;
     const table = h('table', { id: 'documents' },
       h('thead', h('tr', h('th', { scope: 'col', text: 'ID' }), h('th', { scope: 'col', text: 'Revision' }),
         h('th.hide-narrow', { scope: 'col', text: 'Content' }))),

@@ -17,7 +17,7 @@ import urllib.request
 
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
-from selenium.common.exceptions import StaleElementReferenceException
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support import expected_conditions as EC
@@ -95,7 +95,7 @@ class Page:
     def wait(self, condition, message):
         # A screen re-renders as answers arrive: an element seen a moment ago may be replaced.
         return WebDriverWait(self.driver, TIMEOUT, poll_frequency=0.1,
-                             ignored_exceptions=[StaleElementReferenceException]).until(condition, message)
+                             ignored_exceptions=[StaleElementReferenceException, NoSuchElementException]).until(condition, message)
 
     def value(self, selector):
         """The value of a control, read in one step in the page."""
@@ -106,6 +106,16 @@ class Page:
 
     def present(self, selector):
         return self.wait(EC.presence_of_element_located((By.CSS_SELECTOR, selector)), f"no {selector}")
+
+    def click(self, selector):
+        """Clicks what `selector` finds, again if the screen redrew it in between."""
+        def attempt(driver):
+            element = driver.find_element(By.CSS_SELECTOR, selector)
+            if not element.is_displayed() or not element.is_enabled():
+                return False
+            element.click()
+            return True
+        self.wait(attempt, f"could not click {selector}")
 
     def text_in(self, selector, text):
         self.wait(EC.text_to_be_present_in_element((By.CSS_SELECTOR, selector), text), f"{text!r} never in {selector}")
@@ -148,7 +158,7 @@ def sign_in(page, server):
 def create_database(page, server):
     page.go("#/")
     page.type("#create-db input", "alpha")
-    page.find("#create-db button[type=submit]").click()
+    page.click("#create-db button[type=submit]")
     page.heading("alpha")
     assert server.request("GET", "/alpha", expect=[200])["db_name"] == "alpha"
     server.request("PUT", "/bravo", expect=[201])
@@ -163,7 +173,7 @@ def create_database(page, server):
     page.go("#/db/alpha/security")
     page.type("#security-members-names", "bob, carol")
     page.type("#security-admins-roles", "editors")
-    page.find("#security-form button[type=submit]").click()
+    page.click("#security-form button[type=submit]")
     page.wait(lambda d: server.request("GET", "/alpha/_security").get("members", {}).get("names") == ["bob", "carol"],
               "the security object was not saved")
     assert server.request("GET", "/alpha/_security")["admins"]["roles"] == ["editors"]
@@ -174,7 +184,7 @@ def create_and_edit_document(page, server):
     page.go("#/db/alpha/new")
     page.present("#doc-editor")
     page.type("#doc-editor", '{"_id": "note", "text": "hello", "tags": ["a"]}')
-    page.find("#save-doc").click()
+    page.click("#save-doc")
     page.heading("note")
     assert server.request("GET", "/alpha/note", expect=[200])["text"] == "hello"
     first_rev = server.request("GET", "/alpha/note")["_rev"]
@@ -183,14 +193,14 @@ def create_and_edit_document(page, server):
     assert body["_rev"] == first_rev, body
     body["text"] = "edited"
     page.type("#doc-editor", json.dumps(body))
-    page.find("#save-doc").click()
+    page.click("#save-doc")
     page.wait(lambda d: server.request("GET", "/alpha/note")["text"] == "edited", "the edit was not saved")
     page.wait(lambda d: '"_rev": "2-' in (page.value("#doc-editor") or ""), "the editor did not reload the new revision")
 
     # A stale revision: the server's conflict, shown as it answered it.
     body["text"] = "stale"
     page.type("#doc-editor", json.dumps(body))
-    page.find("#save-doc").click()
+    page.click("#save-doc")
     page.text_in("#doc-errors", '409 {"error":"conflict","reason":"Document update conflict."}')
     assert server.request("GET", "/alpha/note")["text"] == "edited"
     page.find('#history tr')
@@ -200,9 +210,9 @@ def mango_query(page, server):
     """The selector box posts to _find: its documents, or the server's error as returned."""
     page.go("#/db/alpha")
     page.find('#documents tr[data-id="note"]')
-    page.find("details.panel summary").click()
+    page.click("details.panel summary")
     page.type("#find-form textarea", '{"selector": {"text": "edited"}}')
-    page.find("#find-form button[type=submit]").click()
+    page.click("#find-form button[type=submit]")
     page.wait(lambda d: d.find_elements(By.CSS_SELECTOR, ".error") or not d.find_elements(By.CSS_SELECTOR, "#documents tr[data-id]")
               or False, "no answer to the query")
     status, found = server.call("POST", "/alpha/_find", {"selector": {"text": "edited"}})
@@ -222,7 +232,7 @@ def attachments(page, server):
     page.present("#attachment-file").send_keys(path)
     page.wait(lambda d: page.value("#attachment-name") == "hello.txt",
               "the name was not taken from the file")
-    page.find("#upload-form button[type=submit]").click()
+    page.click("#upload-form button[type=submit]")
     row = page.find('#attachments tr[data-attachment="hello.txt"]')
     stub = server.request("GET", "/alpha/note")["_attachments"]["hello.txt"]
     assert stub["length"] == len(content), stub
@@ -257,7 +267,7 @@ def conflicts(page, server):
     assert differing == {"color", "extra"}, differing
     assert same == {"v", "size"}, same
     page.shoot("conflicts", at="#conflicts-title")
-    page.find(f'.conflicts article.revision[data-rev="{loser}"] button').click()
+    page.click(f'.conflicts article.revision[data-rev="{loser}"] button')
     page.confirm()
     page.wait(lambda d: not d.find_elements(By.CSS_SELECTOR, ".conflicts"), "the conflicts stayed")
     resolved = server.request("GET", "/left/shared?conflicts=true")
@@ -272,30 +282,49 @@ def replication(page, server):
     Select(page.find("#replication-kind")).select_by_value("once")
     Select(page.find("#source-db")).select_by_value("alpha")
     page.type("#target-new", "alpha-copy")
-    page.find("#replication-create-target").click()
-    page.find("#replication-form button[type=submit]").click()
+    page.click("#replication-create-target")
+    page.click("#replication-form button[type=submit]")
     page.text_in("#replication-outcome", "Done")
     page.find('#jobs tr[data-state="completed"]')
     assert server.request("GET", "/alpha-copy/note", expect=[200])["text"] == "edited"
 
+    # A continuous _replicate job, stopped from its row.
+    Select(page.find("#replication-kind")).select_by_value("continuous")
+    Select(page.find("#source-db")).select_by_value("alpha")
+    page.type("#target-new", "alpha-follow")
+    page.click("#replication-form button[type=submit]")
+    page.text_in("#replication-outcome", "Started")
+    row = '#jobs tr[data-state="running"]:has(button)'
+    page.find(row)
+    page.click(f"{row} button")
+    page.wait(lambda d: not d.find_elements(By.CSS_SELECTOR, row), "the continuous job was not stopped")
+    page.wait(lambda d: not any(t.get("continuous") for t in server.request("GET", "/_active_tasks")), "still in _active_tasks")
+
     # A persistent continuous one through _replicator, suspended and resumed from the page.
     Select(page.find("#replication-kind")).select_by_value("persistent")
     page.type("#replication-doc-id", "alpha-live")
-    page.find("#replication-doc-continuous").click()
-    Select(page.find("#source-db")).select_by_value("alpha")
+    page.click("#replication-doc-continuous")
+    # The source as a URL with credentials: sent once, never shown again.
+    Select(page.find("#source-db")).select_by_visible_text("Another server (URL)…")
+    page.type("#source-url", f"{server.base}/alpha")
+    page.type("#source-user", ADMIN)
+    page.type("#source-password", PASSWORD)
     page.type("#target-new", "alpha-live")
-    page.find("#replication-form button[type=submit]").click()
+    page.click("#replication-form button[type=submit]")
     page.text_in("#replication-outcome", "_replicator/alpha-live")
     page.find('#replicator-docs tr[data-doc="alpha-live"]')
+    assert page.value("#source-password") == ""
+    assert PASSWORD not in page.driver.page_source
+    assert PASSWORD not in page.driver.execute_script("return document.body.innerText")
     page.wait(lambda d: server.request("GET", "/alpha-live/note", expect=[200, 404]).get("text") == "edited",
               "the continuous replication did not copy")
     page.wait(lambda d: d.find_elements(By.CSS_SELECTOR, '#replicator-docs tr[data-doc="alpha-live"][data-state="running"]'),
               "the persistent job is not shown running")
     page.shoot("replication", at="#jobs-feed")
-    page.find('#replicator-docs tr[data-doc="alpha-live"] button:not(.danger)').click()
+    page.click('#replicator-docs tr[data-doc="alpha-live"][data-state="running"] button:not(.danger)')
     page.find('#replicator-docs tr[data-doc="alpha-live"][data-state="suspended"]')
     assert server.request("GET", "/_replicator/alpha-live")["suspended"] is True
-    page.find('#replicator-docs tr[data-doc="alpha-live"] button:not(.danger)').click()
+    page.click('#replicator-docs tr[data-doc="alpha-live"][data-state="suspended"] button:not(.danger)')
     page.wait(lambda d: "suspended" not in server.request("GET", "/_replicator/alpha-live"), "not resumed")
     page.find('#replicator-docs tr[data-doc="alpha-live"][data-state="running"]')
 
@@ -305,10 +334,10 @@ def live_changes(page, server):
     page.text_in("#changes-state", "live")
     server.request("PUT", "/alpha/live-1", {"n": 1}, expect=[201])
     page.find('#changes-list li[data-id="live-1"]')
-    page.find("#changes-toggle").click()
+    page.click("#changes-toggle")
     page.text_in("#changes-state", "paused")
     server.request("PUT", "/alpha/live-2", {"n": 2}, expect=[201])
-    page.find("#changes-toggle").click()
+    page.click("#changes-toggle")
     page.find('#changes-list li[data-id="live-2"]')
     page.shoot("changes")
 
@@ -320,7 +349,7 @@ def server_page(page, server):
     page.type("#new-user-name", "bob")
     page.type("#new-user-password", "bobs-secret")
     page.type("#new-user-roles", "readers")
-    page.find("#create-user button[type=submit]").click()
+    page.click("#create-user button[type=submit]")
     page.find('#users tr[data-user="bob"]')
     user = server.request("GET", "/_users/org.couchdb.user:bob", expect=[200])
     assert user["roles"] == ["readers"] and "password" not in user, user
@@ -345,7 +374,7 @@ def narrow_and_only_this_server(page, server):
 
 
 def sign_out(page, server):
-    page.find("#sign-out").click()
+    page.click("#sign-out")
     page.find("#sign-in")
 
 
