@@ -57,7 +57,7 @@ function documentsView(container, db) {
         if (!('selector' in body)) body = { selector: body };
         const answer = await post(`/${enc(db)}/_find`, { ...body, limit, skip });
         rows = answer.docs.map((doc) => ({ id: doc._id, rev: doc._rev, doc }));
-        if (answer.warning) report(slot, answer.warning);
+        if (answer.warning) show(slot, h('p.muted', { role: 'note', text: `The server warns: ${answer.warning}` }));
       } else {
         const answer = await get(`/${enc(db)}/_all_docs`, {
           limit, skip, conflicts: true, include_docs: true,
@@ -75,7 +75,7 @@ function documentsView(container, db) {
     }
     // A later listing started meanwhile: it draws, not this one.
     if (mine !== latest) return;
-    const table = h('table', { id: 'documents' },
+    const table = h('table', { id: 'documents', dataset: { mode } },
       h('thead', h('tr', h('th', { scope: 'col', text: 'ID' }), h('th', { scope: 'col', text: 'Revision' }),
         h('th.hide-narrow', { scope: 'col', text: 'Content' }))),
       h('tbody', rows.map((row) => h('tr', { dataset: { id: row.id } },

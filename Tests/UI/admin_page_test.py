@@ -213,11 +213,10 @@ def mango_query(page, server):
     page.click("details.panel summary")
     page.type("#find-form textarea", '{"selector": {"text": "edited"}}')
     page.click("#find-form button[type=submit]")
-    page.wait(lambda d: d.find_elements(By.CSS_SELECTOR, ".error") or not d.find_elements(By.CSS_SELECTOR, "#documents tr[data-id]")
-              or False, "no answer to the query")
     status, found = server.call("POST", "/alpha/_find", {"selector": {"text": "edited"}})
     if status == 200:
-        page.find('#documents tr[data-id="note"]')
+        page.find('#documents[data-mode="find"] tr[data-id="note"]')
+        assert len(page.driver.find_elements(By.CSS_SELECTOR, "#documents tr[data-id]")) == len(found["docs"])
     else:
         page.text_in(".error", f'The server answered {status} {json.dumps(found, separators=(",", ":"))}')
 
