@@ -203,7 +203,8 @@ def create_and_edit_document(page, server):
     page.click("#save-doc")
     page.text_in("#doc-errors", '409 {"error":"conflict","reason":"Document update conflict."}')
     assert server.request("GET", "/alpha/note")["text"] == "edited"
-    page.find('#history tr')
+    page.click(f'#history button[aria-label="View revision {first_rev}"]')
+    page.text_in("#revision-view", '"text": "hello"')
 
 
 def mango_query(page, server):
@@ -320,6 +321,20 @@ def replication(page, server):
     page.wait(lambda d: d.find_elements(By.CSS_SELECTOR, '#replicator-docs tr[data-doc="alpha-live"][data-state="running"]'),
               "the persistent job is not shown running")
     page.shoot("replication", at="#jobs-feed")
+
+    # A sync pair: one document, a push and a pull.
+    server.request("PUT", "/alpha-sync", expect=[201])
+    server.request("PUT", "/alpha-sync/from-the-other-side", {"n": 1}, expect=[201])
+    Select(page.find("#replication-kind")).select_by_value("sync")
+    page.type("#replication-doc-id", "alpha-sync")
+    Select(page.find("#source-db")).select_by_value("alpha")
+    page.type("#target-new", "alpha-sync")
+    page.click("#replication-form button[type=submit]")
+    page.text_in("#replication-outcome", "_replicator/alpha-sync")
+    assert server.request("GET", "/_replicator/alpha-sync")["sync"] is True
+    page.text_in('#replicator-docs tr[data-doc="alpha-sync"]', "sync pair")
+    page.wait(lambda d: server.call("GET", "/alpha/from-the-other-side")[0] == 200
+              and server.call("GET", "/alpha-sync/note")[0] == 200, "the pair did not copy both ways")
     page.click('#replicator-docs tr[data-doc="alpha-live"][data-state="running"] button:not(.danger)')
     page.find('#replicator-docs tr[data-doc="alpha-live"][data-state="suspended"]')
     assert server.request("GET", "/_replicator/alpha-live")["suspended"] is True
@@ -352,7 +367,17 @@ def server_page(page, server):
     page.find('#users tr[data-user="bob"]')
     user = server.request("GET", "/_users/org.couchdb.user:bob", expect=[200])
     assert user["roles"] == ["readers"] and "password" not in user, user
-    page.find("#config-title")
+    page.find('#users tr[data-user="bob"] input[type=password]').send_keys("a-new-secret")
+    page.click('#users tr[data-user="bob"] button:not(.danger)')
+    page.wait(lambda d: server.call("POST", "/_session", {"name": "bob", "password": "a-new-secret"})[0] == 200,
+              "the new password does not sign in")
+
+    page.type("#config-section", "ui_test")
+    page.type("#config-key", "greeting")
+    page.type("#config-value", "hello")
+    page.click("#config-form button[type=submit]")
+    page.wait(lambda d: server.call("GET", "/_node/_local/_config/ui_test/greeting")[1] == "hello", "not configured")
+    assert page.present('#config input[aria-label="ui_test/greeting"]').get_attribute("value") == "hello"
     page.shoot("server")
 
 
