@@ -134,8 +134,18 @@ class Page:
         self.find("dialog[open] button.danger").click()
         self.wait(lambda d: not d.find_elements(By.CSS_SELECTOR, "dialog[open]"), "the dialog stayed open")
 
+    def unlabelled(self):
+        """Controls of the screen without an accessible name (a label, aria-label or text)."""
+        return self.driver.execute_script("""
+            const named = (e) => e.getAttribute('aria-label') || (e.id && document.querySelector(`label[for="${e.id}"]`))
+                || e.closest('label') || (e.tagName === 'BUTTON' && e.textContent.trim());
+            return [...document.querySelectorAll('input, select, textarea, button')]
+                .filter((e) => e.type !== 'hidden' && !named(e)).map((e) => e.outerHTML.slice(0, 120));""")
+
     def shoot(self, name, at=None):
-        """Saves the window as SCREENSHOTS/name.png, scrolled to `at` (a selector) if given."""
+        """Saves the window as SCREENSHOTS/name.png, scrolled to `at` (a selector) if given;
+        every control shown must have a label."""
+        assert not self.unlabelled(), self.unlabelled()
         if at:
             self.driver.execute_script("document.querySelector(arguments[0]).scrollIntoView()", at)
         if self.screenshots:
