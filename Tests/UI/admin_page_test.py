@@ -221,7 +221,7 @@ def mango_query(page, server):
     """The selector box posts to _find: its documents, or the server's error as returned."""
     page.go("#/db/alpha")
     page.find('#documents tr[data-id="note"]')
-    page.click("details.panel summary")
+    page.click("#find-panel summary")
     page.type("#find-form textarea", '{"selector": {"text": "edited"}}')
     page.click("#find-form button[type=submit]")
     status, found = server.call("POST", "/alpha/_find", {"selector": {"text": "edited"}})
@@ -230,6 +230,23 @@ def mango_query(page, server):
         assert len(page.driver.find_elements(By.CSS_SELECTOR, "#documents tr[data-id]")) == len(found["docs"])
     else:
         page.text_in(".error", f'The server answered {status} {json.dumps(found, separators=(",", ":"))}')
+
+
+def view_query(page, server):
+    """A design document's view, picked in the page and queried with and without its reduce."""
+    server.request("PUT", "/alpha/_design/app", {"views": {"by_text": {
+        "map": "function (doc) { if (doc.text) emit(doc.text, 1); }", "reduce": "_count"}}}, expect=[201])
+    page.go("#/")
+    page.go("#/db/alpha")
+    page.find('#documents tr[data-id="note"]')
+    page.click("#views-panel summary")
+    page.wait(lambda d: page.value("#view-form select") == "app/by_text", "the view is not offered")
+    page.wait(lambda d: d.find_element(By.CSS_SELECTOR, "#view-reduce").is_selected(), "reduce not preselected")
+    page.click("#view-form button[type=submit]")
+    page.text_in('#documents[data-mode="view"] tr[data-key=\'"edited"\']', "1")
+    page.click("#view-reduce")
+    page.click("#view-form button[type=submit]")
+    page.text_in('#documents[data-mode="view"] tr[data-key=\'"edited"\']', "note")
 
 
 def attachments(page, server):
@@ -424,7 +441,7 @@ def admin_party(page, server):
         party.stop()
 
 
-STEPS = [sign_in, create_database, create_and_edit_document, mango_query, attachments, conflicts, replication, live_changes,
+STEPS = [sign_in, create_database, create_and_edit_document, mango_query, view_query, attachments, conflicts, replication, live_changes,
          server_page, narrow_and_only_this_server, sign_out, admin_party]
 
 
