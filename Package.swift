@@ -61,8 +61,7 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ]),
         .target(name: "CouchServer", dependencies: [
-            "CouchCore", "CouchStore", "CouchFunctions", "CouchIndex", "CouchReplication", "CMicroHTTPD", "CShims",
-            "CouchCore", "CouchStore", "CouchFunctions", "CouchReplication", "CouchMango", "CMicroHTTPD", "CShims",
+            "CouchCore", "CouchStore", "CouchFunctions", "CouchIndex", "CouchReplication", "CouchMango", "CMicroHTTPD", "CShims",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "Metrics", package: "swift-metrics"), .product(name: "Prometheus", package: "swift-prometheus"),
         ]),
