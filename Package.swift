@@ -10,6 +10,7 @@ let package = Package(
         .library(name: "CouchServer", targets: ["CouchServer"]),
         .library(name: "CouchReplication", targets: ["CouchReplication"]),
         .library(name: "CouchFunctions", targets: ["CouchFunctions"]),
+        .library(name: "CouchIndex", targets: ["CouchIndex"]),
         .library(name: "CouchMango", targets: ["CouchMango"]),
         .executable(name: "couchette", targets: ["couchette"]),
     ],
@@ -46,8 +47,13 @@ let package = Package(
         .target(name: "CouchFunctions", dependencies: [
             "CouchCore", "CouchStore", "CJavaScriptCore", .product(name: "Logging", package: "swift-log"),
         ]),
-        // Mango queries: `_find`'s options, the planner, index definitions, text search.
-        .target(name: "CouchMango", dependencies: ["CouchCore", "CouchStore", "CSQLite"]),
+        // Indexes derived from a database (views, Mango's JSON indexes): SQLite files beside it.
+        .target(name: "CouchIndex", dependencies: [
+            "CouchCore", "CouchStore", "CouchFunctions", .product(name: "Logging", package: "swift-log"),
+        ]),
+        // Mango queries: `_find`'s options, the planner, index definitions (JSON indexes on
+        // CouchIndex), text indexes on SQLite FTS5.
+        .target(name: "CouchMango", dependencies: ["CouchCore", "CouchStore", "CouchIndex"]),
         // An HTTP client on libcurl that knows nothing of CouchDB.
         .target(name: "CurlClient", dependencies: ["CCurl", "CShims"]),
         // The replicator: endpoints (local store or remote HTTP), stages, checkpoints, jobs.
@@ -56,7 +62,8 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ]),
         .target(name: "CouchServer", dependencies: [
-            "CouchCore", "CouchStore", "CouchFunctions", "CouchReplication", "CouchMango", "CMicroHTTPD", "CShims",
+            "CouchCore", "CouchStore", "CouchFunctions", "CouchIndex", "CouchMango", "CouchReplication", "CMicroHTTPD",
+            "CShims",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "Metrics", package: "swift-metrics"), .product(name: "Prometheus", package: "swift-prometheus"),
         ]),
@@ -76,6 +83,9 @@ let package = Package(
             "CouchReplication", "CurlClient", "CouchServer", "CouchStore", "CouchCore", "CouchTestSupport",
         ], exclude: ["Support/tls_proxy.py"]),
         .testTarget(name: "CouchServerTests", dependencies: ["CouchServer", "CouchCore", "CouchTestSupport"]),
+        .testTarget(name: "CouchIndexTests", dependencies: [
+            "CouchIndex", "CouchFunctions", "CouchServer", "CouchStore", "CouchCore", "CouchTestSupport",
+        ]),
         .testTarget(name: "CouchFunctionsTests", dependencies: [
             "CouchFunctions", "CouchServer", "CouchReplication", "CouchStore", "CouchCore", "CouchTestSupport",
         ]),

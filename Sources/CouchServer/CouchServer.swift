@@ -1,5 +1,6 @@
 import CouchCore
 import CouchFunctions
+import CouchIndex
 import CouchMango
 import CouchReplication
 import CouchStore
@@ -23,6 +24,8 @@ public final class CouchServer: RequestHandler {
     /// Design documents' functions and the native ones an embedding application registers;
     /// validates every write of `databases`.
     public let functions: FunctionRuntime
+    /// The open view (and Mango) indexes of every database.
+    public let indexes = IndexManager()
     /// Owns every job (from `_replicate` and `_replicator` documents): `_scheduler/jobs`.
     public let scheduler: ReplicationScheduler
     /// Watches the replicator databases: `_scheduler/docs`.
@@ -57,6 +60,7 @@ public final class CouchServer: RequestHandler {
             try? holder.current.secureNewDatabase(database)
         }
         databases.validator = functions
+        indexes.registerSignatureProvider(ViewRoutes.javaScriptSignatures(functions))
         replications = ReplicationManager(serverUUID: databases.serverUUID, databases: databases, functions: functions)
         scheduler = ReplicationScheduler(manager: replications, configuration: effective.replicator)
         replicatorDatabase = ReplicatorDatabase(databases: databases, scheduler: scheduler)

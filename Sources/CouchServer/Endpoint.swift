@@ -113,6 +113,9 @@ public enum Endpoint: Sendable, Equatable {
         case find = "_find"
         case explain = "_explain"
         case index = "_index"
+        case viewCleanup = "_view_cleanup"
+        case allDocumentsQueries = "_all_docs/queries"
+        case designDocumentsQueries = "_design_docs/queries"
     }
 
     public init(path: String) throws(CouchError) {
@@ -163,8 +166,11 @@ public enum Endpoint: Sendable, Equatable {
             self = Self.documentOrAttachment(database, try DocumentID.validated(second), Array(rest))
         case "_index" where !rest.isEmpty:
             self = .index(database, Array(rest))
+        // `POST /db/_compact/ddoc` compacts the design document's index.
+        case "_compact" where rest.count == 1:
+            self = .designResource(database, DocumentID(DocumentID.designPrefix + rest[rest.startIndex]), "_compact")
         case _ where second.hasPrefix("_"):
-            guard let resource = DatabaseResource(rawValue: second), rest.isEmpty else {
+            guard let resource = DatabaseResource(rawValue: ([second] + rest).joined(separator: "/")) else {
                 throw CouchError(.illegalDocumentID, "Only reserved document ids may start with underscore.")
             }
             self = .databaseResource(database, resource)

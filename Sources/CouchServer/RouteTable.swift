@@ -66,6 +66,11 @@ enum RouteTable {
         .databaseResource(.explain): [.POST: FindRoutes.postExplain],
         .databaseResource(.index): [.GET: IndexRoutes.getIndexes, .POST: IndexRoutes.postIndex],
         .index: [.DELETE: IndexRoutes.deleteIndex, .POST: IndexRoutes.postBulkDelete],
+        .databaseResource(.viewCleanup): [.POST: ViewRoutes.postViewCleanup],
+        .databaseResource(.allDocumentsQueries): [.POST: AllDocumentsRoute.postAllDocumentsQueries],
+        .databaseResource(.designDocumentsQueries): [.POST: AllDocumentsRoute.postDesignDocumentsQueries],
+        // `_view`, `_info`, and `_compact/ddoc` (ViewRoutes checks the method).
+        .designResource: Dictionary(uniqueKeysWithValues: HTTPMethod.allCases.map { ($0, ViewRoutes.handle) }),
 
         .document: [
             .GET: DocumentRoutes.getDocument,

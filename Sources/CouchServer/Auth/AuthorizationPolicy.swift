@@ -56,9 +56,9 @@ enum AuthorizationPolicy {
         case .databaseResource(let resource):
             switch resource {
             case .allDocuments, .designDocuments, .bulkDocuments, .bulkGet, .changes,
-                 .revisionsDifference, .missingRevisions, .ensureFullCommit:
+                 .revisionsDifference, .missingRevisions, .ensureFullCommit, .allDocumentsQueries, .designDocumentsQueries:
                 return .member
-            case .compact:
+            case .compact, .viewCleanup:
                 return .databaseAdminToCompact
             case .revisionsLimit, .security:
                 return method == .PUT ? .databaseAdmin : .member
@@ -102,7 +102,8 @@ enum AuthorizationPolicy {
             return base
         case .databaseResource(let database, let resource) where database.isSystem:
             switch (database.rawValue, resource) {
-            case ("_users", .allDocuments), ("_users", .changes), ("_replicator", .allDocuments), ("_replicator", .changes):
+            case ("_users", .allDocuments), ("_users", .changes), ("_replicator", .allDocuments), ("_replicator", .changes),
+                 ("_users", .allDocumentsQueries), ("_replicator", .allDocumentsQueries), ("_users", .designDocumentsQueries):
                 return .serverAdmin
             // Stricter than CouchDB, which filters each document of these per user:
             // only admins list or bulk-read the users database.
@@ -120,6 +121,9 @@ enum AuthorizationPolicy {
         case .database(let database) where database == UsersDatabase.name && (method == .GET || method == .HEAD):
             // Its information counts the users (POST, a sign-up, follows the document rules).
             return .serverAdmin
+        // `POST /db/_compact/ddoc` is compaction, for database admins as `_compact`.
+        case .designResource(_, _, "_compact"):
+            return .databaseAdminToCompact
         case .server, .database, .databaseResource, .designResource, .scheduler, .node, .index:
             return base
         }

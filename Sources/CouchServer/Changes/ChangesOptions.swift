@@ -154,21 +154,17 @@ struct ChangesOptions: Sendable {
             .joined(separator: "-")
     }
 
-    /// `filter=_view&view=ddoc/view`: CouchDB's 404 for a missing design document or view;
-    /// running the view's map function awaits views.
+    /// `filter=_view&view=ddoc/view`: documents the view's map function emits for;
+    /// CouchDB's 400 without `view`, 404 for a missing design document or view.
     private static func viewFilter(_ context: RouteContext) throws -> ChangeFilter? {
-        guard let view = context.request.queryValue("view"), !view.isEmpty else {
-            throw CouchError.badRequest("`view` filter parameter is not provided.")
-        }
-        let parts = view.split(separator: "/", maxSplits: 1)
-        guard parts.count == 2 else {
-            throw CouchError.badRequest("`view` must be of the form `designname/viewname`")
-        }
-        let id = DocumentID(DocumentID.designPrefix + parts[0])
-        guard let design = try context.server.functions.designDocuments(try context.database()).first(where: { $0.id == id }) else {
-            throw CouchError.notFound("missing")
-        }
-        if let missing = design.missingKey("views", String(parts[1])) { throw CouchError.notFound(missing) }
-        throw CouchError(.notImplemented, "filter=_view needs views, which Couchette does not build yet")
+        let database = try context.database()
+        let functions = context.server.functions
+        var request = FilterRequest(path: [database.name.rawValue, "_changes"], user: context.user)
+        var query = JSONObject()
+        for parameter in context.request.query { query[parameter.name] = JSONValue(parameter.value) }
+        request.query = query
+        let filter = try functions.filter("_view", in: database,
+                                          request: request.json(database: database, securityObject: functions.securityObject(of: database)))
+        return DesignFunctionFilter(filter: filter)
     }
 }

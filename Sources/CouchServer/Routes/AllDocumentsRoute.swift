@@ -24,7 +24,7 @@ enum AllDocumentsRoute {
         return try context.jsonObjectBody()["keys"]
     }
 
-    private static func respond(_ context: RouteContext, keys: JSONValue?, designOnly: Bool) throws -> HTTPResponse {
+    static func respond(_ context: RouteContext, keys: JSONValue?, designOnly: Bool) throws -> HTTPResponse {
         let database = try context.database()
         let includeDocs = try context.boolOption("include_docs")
         var render = DocumentRenderOptions()
