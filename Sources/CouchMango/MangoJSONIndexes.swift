@@ -29,11 +29,7 @@ public struct MangoJSONIndexes: MangoIndexReader {
     public func rows(_ index: MangoIndex, in range: MangoKeyRange, descending: Bool, after: MangoIndexRow?, limit: Int,
                      update: Bool, source: MangoDocumentSource) throws -> [MangoIndexRow] {
         let view = try manager.index(for: Self.definition(index), in: database)
-        if update {
-            try view.update(from: database)
-        } else {
-            manager.updateSoon(view, database: database)
-        }
+        if update { try view.update(from: database) } else if after == nil { manager.updateSoon(view, database: database) }
         var viewRange = ViewRange()
         viewRange.descending = descending
         viewRange.lowSortKey = Self.sortKey(range.start)

@@ -45,7 +45,8 @@ struct DatabaseTextSearcher: MangoTextSearcher {
         let query = try Self.textQuery(options.selector.normalized)
         let store = try indexes.store(for: index, text: text, in: database)
         if options.update { try store.update(from: database) }
-        var offset = run.resumeAfter?.arrayValue?.first?.intValue ?? 0
+        // A bookmark is the client's: bound its offset so no arithmetic on it can overflow.
+        var offset = min(max(run.resumeAfter?.arrayValue?.first?.intValue ?? 0, 0), 1 << 40)
         while !run.isDone {
             let ids = try store.search(query, offset: offset, limit: MangoQuery.batch)
             run.keysExamined(ids.count)

@@ -18,9 +18,9 @@ enum FindRoutes {
     }
 
     private static func plan(_ context: RouteContext) throws -> (Database, MangoQuery) {
+        let database = try context.database()
         try context.requireJSONContentType()
         let body = try context.jsonObjectBody()
-        let database = try context.database()
         let options = try MangoFindOptions(body)
         return (database, try MangoQuery(options, indexes: try MangoIndex.list(in: database)))
     }
