@@ -74,7 +74,7 @@ let package = Package(
         ]),
 
         .target(name: "CouchTestSupport", dependencies: [
-                    "CouchCore", "CouchServer", "CouchStore", .product(name: "Logging", package: "swift-log"),
+                    "CouchCore", "CouchServer", "CouchStore", "CSQLite", .product(name: "Logging", package: "swift-log"),
                 ],
                 path: "Tests/CouchTestSupport"),
         .testTarget(name: "CouchCoreTests", dependencies: ["CouchCore"]),

@@ -28,6 +28,10 @@ public struct CouchError: Error, Sendable, Equatable, CustomStringConvertible {
         case notImplemented = "not_implemented"
         case rangeNotSatisfiable = "requested_range_not_satisfiable"
         case invalidJSON = "invalid_json"
+        /// A partition name that cannot be (empty, or starting with `_`).
+        case illegalPartition = "illegal_partition"
+        /// A write that would grow a partition already at `[couchdb] max_partition_size`.
+        case partitionOverflow = "partition_overflow"
         /// Couchette's: an attachment whose body a replication left on its source could not
         /// be fetched from there (502, as a gateway whose upstream failed).
         case attachmentNotDownloaded = "attachment_not_downloaded"
@@ -59,9 +63,10 @@ public struct CouchError: Error, Sendable, Equatable, CustomStringConvertible {
         self.reason = reason
     }
 
-    /// An error a design-document function named itself: 500, as CouchDB answers it.
-    public static func named(_ name: String, _ reason: String) -> CouchError {
-        var error = CouchError(.unknownError, reason)
+    /// An error a design-document function named itself: 500, as CouchDB answers it (or
+    /// the status of `kind`, for the names CouchDB answers with another).
+    public static func named(_ name: String, _ reason: String, status kind: Kind = .unknownError) -> CouchError {
+        var error = CouchError(kind, reason)
         error.customName = name
         return error
     }
@@ -80,9 +85,9 @@ public struct CouchError: Error, Sendable, Equatable, CustomStringConvertible {
     public var status: Int {
         switch kind {
         case .badRequest, .invalidDatabaseName, .illegalDocumentID, .documentValidation, .queryParseError, .invalidJSON,
-             .compilationError: 400
+             .compilationError, .illegalPartition: 400
         case .unauthorized: 401
-        case .forbidden: 403
+        case .forbidden, .partitionOverflow: 403
         case .notFound: 404
         case .methodNotAllowed: 405
         case .notAcceptable: 406
@@ -116,4 +121,11 @@ extension CouchError {
     public static let databaseMissing = CouchError(.notFound, "Database does not exist.")
     public static let databaseExists = CouchError(.fileExists, "The database could not be created, the file already exists.")
     public static func internalError(_ reason: String) -> CouchError { CouchError(.internalServerError, reason) }
+    /// A revision named for an edit that the document does not have (attachment edits):
+    /// CouchDB's `{{not_found, missing}, Rev}`, 409 `not_found` `missing_rev`.
+    public static var missingRevision: CouchError {
+        var error = CouchError(.conflict, "missing_rev")
+        error.customName = "not_found"
+        return error
+    }
 }

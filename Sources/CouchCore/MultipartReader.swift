@@ -57,7 +57,10 @@ public final class MultipartReader {
                 start = after.next
                 state = after.closing ? .done : .headers
             case .headers:
-                guard let end = find(Array("\r\n\r\n".utf8), in: buffer, from: start) ?? emptyHeaders(from: start) else {
+                // A part without headers first: searching for CRLF CRLF would find the next
+                // part's delimiter when it is already buffered, and take this body for headers.
+                guard buffer.count - start >= 2 else { return }
+                guard let end = emptyHeaders(from: start) ?? find(Array("\r\n\r\n".utf8), in: buffer, from: start) else {
                     if buffer.count - start > Self.maximumHeaderBytes { throw MultipartError("multipart part headers are too long") }
                     return
                 }

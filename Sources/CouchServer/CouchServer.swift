@@ -34,6 +34,8 @@ public final class CouchServer: RequestHandler {
     public let attachmentsOnDemand: OnDemandAttachments
     /// Mango's text indexes (FTS5 files beside each database); its JSON indexes are in `indexes`.
     let mangoText = MangoTextIndexes()
+    /// The admin page's files served at `/_utils/` (nil: none found; see `PublicDirectory`).
+    public let publicDirectory: String?
     let logger = Logger(label: "couchette.server")
     /// Requests, reads and feeds counted for `_stats` and `_prometheus`.
     let metrics = ServerMetrics()
@@ -48,6 +50,8 @@ public final class CouchServer: RequestHandler {
         accessControlHolder = holder
         LogLevelControl.level = LogLevelControl.level(named: effective.logLevel) ?? LogLevelControl.level
         databases.maximumOpen = effective.maximumOpenDatabases
+        publicDirectory = PublicDirectory.locate(configured: effective.publicDirectory)
+        databases.maximumPartitionSize = effective.maximumPartitionSize
         functions = FunctionRuntime(limits: effective.functions, securityObject: { database in
             (try? holder.current.securityObject(of: database).json) ?? [:]
         })
@@ -109,6 +113,7 @@ public final class CouchServer: RequestHandler {
         if let level = LogLevelControl.level(named: configuration.logLevel) { LogLevelControl.level = level }
         databases.maximumOpen = configuration.maximumOpenDatabases
         scheduler.configuration = configuration.replicator
+        databases.maximumPartitionSize = configuration.maximumPartitionSize
     }
 
     /// True when no admin is configured and every client is one (CouchDB's admin party).
@@ -119,14 +124,18 @@ public final class CouchServer: RequestHandler {
     public func handle(_ request: HTTPRequest) -> HTTPResponse {
         let started = DispatchTime.now().uptimeNanoseconds
         let access = accessControl
+        let request = RequestForms.overridingMethod(request)
         var response = access.cors.preflight(request) ?? route(request)
+        response = RequestForms.wrappingJSONP(response, request: request, allowed: access.configuration.allowJSONP)
         access.cors.decorate(&response, for: request)
         metrics.recordRequest(method: request.method, status: response.status,
                               nanoseconds: DispatchTime.now().uptimeNanoseconds &- started)
         return response
     }
 
-    private func route(_ request: HTTPRequest) -> HTTPResponse {
+    /// Authentication, authorization and the handler; a rewritten request (`_rewrite`) comes
+    /// back here.
+    func route(_ request: HTTPRequest) -> HTTPResponse {
         do {
             let authentication = try accessControl.authenticator.authenticate(request)
             let endpoint = try Endpoint(path: request.path)

@@ -56,7 +56,8 @@ enum AuthorizationPolicy {
         case .databaseResource(let resource):
             switch resource {
             case .allDocuments, .designDocuments, .bulkDocuments, .bulkGet, .changes,
-                 .revisionsDifference, .missingRevisions, .ensureFullCommit, .allDocumentsQueries, .designDocumentsQueries:
+                 .revisionsDifference, .missingRevisions, .ensureFullCommit, .allDocumentsQueries, .designDocumentsQueries,
+                 .localDocuments:
                 return .member
             case .compact, .viewCleanup:
                 return .databaseAdminToCompact
@@ -75,8 +76,12 @@ enum AuthorizationPolicy {
         // Deleting an index rewrites its design document.
         case .index:
             return .databaseAdmin
-        case .document, .attachment, .localDocument, .designResource:
+        // A rewritten request is authorized again where it lands.
+        case .document, .attachment, .localDocument, .designResource, .designFunction, .partition:
             return .member
+        // The admin page's files are public, as Fauxton's are: what it shows comes from the API.
+        case .utils:
+            return .anyone
         // Jobs name their peers and documents; CouchDB's `_scheduler` is for server admins.
         case .scheduler(let resource):
             switch resource {
@@ -103,7 +108,8 @@ enum AuthorizationPolicy {
         case .databaseResource(let database, let resource) where database.isSystem:
             switch (database.rawValue, resource) {
             case ("_users", .allDocuments), ("_users", .changes), ("_replicator", .allDocuments), ("_replicator", .changes),
-                 ("_users", .allDocumentsQueries), ("_replicator", .allDocumentsQueries), ("_users", .designDocumentsQueries):
+                 ("_users", .allDocumentsQueries), ("_replicator", .allDocumentsQueries), ("_users", .designDocumentsQueries),
+                 ("_users", .localDocuments), ("_replicator", .localDocuments):
                 return .serverAdmin
             // Stricter than CouchDB, which filters each document of these per user:
             // only admins list or bulk-read the users database.
@@ -124,7 +130,7 @@ enum AuthorizationPolicy {
         // `POST /db/_compact/ddoc` is compaction, for database admins as `_compact`.
         case .designResource(_, _, "_compact"):
             return .databaseAdminToCompact
-        case .server, .database, .databaseResource, .designResource, .scheduler, .node, .index:
+        case .server, .database, .databaseResource, .designResource, .scheduler, .node, .index, .utils, .partition:
             return base
         }
     }

@@ -54,8 +54,17 @@ struct ChangesOptions: Sendable {
         if let raw = request.queryValue("heartbeat") {
             if raw == "true" {
                 heartbeat = Self.defaultHeartbeat
-            } else if raw != "false" {
-                guard let value = Int(raw), value > 0 else { throw CouchError.badRequest("Invalid heartbeat value. Expecting a positive integer value (or `true`).") }
+            } else {
+                // CouchDB's two reasons: not an integer, or not a positive one. Integers too
+                // large for 64 bits are positive and saturate.
+                let digits = raw.hasPrefix("-") || raw.hasPrefix("+") ? raw.dropFirst() : Substring(raw)
+                guard !digits.isEmpty, digits.allSatisfy({ $0.isASCII && $0.isNumber }) else {
+                    throw CouchError.badRequest("Invalid heartbeat value. Expecting a positive integer value (in milliseconds).")
+                }
+                let value = Int(raw) ?? (raw.hasPrefix("-") ? -1 : Int.max)
+                guard value > 0 else {
+                    throw CouchError.badRequest("The heartbeat value should be a positive integer (in milliseconds).")
+                }
                 heartbeat = min(value, Self.longestWait)
             }
         }
@@ -114,44 +123,10 @@ struct ChangesOptions: Sendable {
     private static func designFilter(_ name: String, context: RouteContext, body: JSONObject?) throws -> ChangeFilter? {
         let database = try context.database()
         let functions = context.server.functions
-        let request = context.request
-        var req = FilterRequest(path: request.path.split(separator: "/").compactMap {
-            PercentDecoding.decode($0, plusIsSpace: false)
-        }, user: context.user)
-        req.method = request.method
-        var query = JSONObject()
-        for parameter in request.query { query[parameter.name] = JSONValue(parameter.value) }
-        req.query = query
-        var headers = JSONObject()
-        for (name, value) in request.headers.sorted(by: { $0.key < $1.key }) { headers[Self.headerName(name)] = JSONValue(value) }
-        req.headers = headers
-        if request.method == "POST" { req.body = String(decoding: request.body, as: UTF8.self) }
-        if let cookies = request.header("cookie") {
-            var parsed = JSONObject()
-            for pair in cookies.split(separator: ";") {
-                let parts = pair.split(separator: "=", maxSplits: 1)
-                if parts.count == 2 { parsed[parts[0].trimmingWhitespace()] = JSONValue(String(parts[1])) }
-            }
-            req.cookie = parsed
-        }
-        if request.contentType == "application/x-www-form-urlencoded" {
-            var form = JSONObject()
-            for pair in String(decoding: request.body, as: UTF8.self).split(separator: "&") {
-                let parts = pair.split(separator: "=", maxSplits: 1)
-                guard let key = PercentDecoding.decode(parts[0], plusIsSpace: true) else { continue }
-                form[key] = JSONValue(parts.count == 2 ? (PercentDecoding.decode(parts[1], plusIsSpace: true) ?? "") : "")
-            }
-            req.form = form
-        }
+        let req = context.functionRequestFields(id: nil)
         let filter = try functions.filter(name, in: database,
                                           request: req.json(database: database, securityObject: functions.securityObject(of: database)))
         return DesignFunctionFilter(filter: filter)
-    }
-
-    /// Header names as CouchDB's `req.headers` shows them (`Content-Type`).
-    private static func headerName(_ name: String) -> String {
-        name.split(separator: "-", omittingEmptySubsequences: false).map { $0.prefix(1).uppercased() + $0.dropFirst() }
-            .joined(separator: "-")
     }
 
     /// `filter=_view&view=ddoc/view`: documents the view's map function emits for;
@@ -159,12 +134,9 @@ struct ChangesOptions: Sendable {
     private static func viewFilter(_ context: RouteContext) throws -> ChangeFilter? {
         let database = try context.database()
         let functions = context.server.functions
-        var request = FilterRequest(path: [database.name.rawValue, "_changes"], user: context.user)
-        var query = JSONObject()
-        for parameter in context.request.query { query[parameter.name] = JSONValue(parameter.value) }
-        request.query = query
+        let req = context.functionRequestFields(id: nil)
         let filter = try functions.filter("_view", in: database,
-                                          request: request.json(database: database, securityObject: functions.securityObject(of: database)))
+                                          request: req.json(database: database, securityObject: functions.securityObject(of: database)))
         return DesignFunctionFilter(filter: filter)
     }
 }

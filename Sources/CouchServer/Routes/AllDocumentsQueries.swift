@@ -24,10 +24,10 @@ extension AllDocumentsRoute {
             }
             // The entry as a query string, so one listing reads its parameters one way.
             var query = context.request.query.filter { parameter in !parameters.contains(parameter.name) }
-            for (name, value) in parameters where name != "keys" {
+            for (name, value) in parameters {
                 let text: String
                 switch name {
-                case "key", "startkey", "start_key", "endkey", "end_key": text = value.serializedString()
+                case "key", "keys", "startkey", "start_key", "endkey", "end_key": text = value.serializedString()
                 default: text = value.stringValue ?? value.serializedString()
                 }
                 query.append((name, text))
@@ -37,7 +37,7 @@ extension AllDocumentsRoute {
             let endpoint = Endpoint.databaseResource(try context.databaseName, designOnly ? .designDocuments : .allDocuments)
             let listing = RouteContext(server: context.server, request: request, endpoint: endpoint,
                                        user: context.user, databaseAccess: context.databaseAccess)
-            let response = try respond(listing, keys: parameters["keys"], designOnly: designOnly)
+            let response = try respond(listing, namespace: designOnly ? .design : .all)
             if position > 0 { output.append(UInt8(ascii: ",")) }
             var bytes = drain(response.body)
             while let last = bytes.last, last == UInt8(ascii: "\n") || last == UInt8(ascii: " ") { bytes.removeLast() }
