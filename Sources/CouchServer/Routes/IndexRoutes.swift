@@ -27,7 +27,7 @@ enum IndexRoutes {
         let database = try context.database()
         try context.requireJSONContentType()
         let request = try MangoIndexRequest(try context.jsonObjectBody())
-        let id = DocumentID(request.designID)
+        let id = try DocumentID.validated(request.designID)
         let current = try currentBody(database, id)
         var result = "exists"
         if let body = try request.adding(to: current?.body) {
