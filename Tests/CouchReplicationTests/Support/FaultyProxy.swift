@@ -17,6 +17,8 @@ final class FaultyProxy: @unchecked Sendable {
         var delay = 0.0
         /// Answer `_bulk_get` as a peer without it does (CouchDB < 2.0: 404... as a document).
         var withoutBulkGet = false
+        /// Answers chosen by the test for some requests (nil: the request goes on as usual).
+        var answer: (@Sendable (LoopbackHTTPServer.Request) -> LoopbackHTTPServer.Response?)? = nil
     }
 
     private let server: LoopbackHTTPServer
@@ -34,6 +36,7 @@ final class FaultyProxy: @unchecked Sendable {
         self.state = state
         server = try LoopbackHTTPServer { request in
             if faults.delay > 0 { Thread.sleep(forTimeInterval: faults.delay) }
+            if let answer = faults.answer?(request) { return .respond(answer) }
             if faults.withoutBulkGet && request.path.hasSuffix("/_bulk_get") {
                 return .respond(.json(404, ["error": "not_found", "reason": "missing"]))
             }
