@@ -34,6 +34,10 @@ public struct CouchError: Error, Sendable, Equatable, CustomStringConvertible {
         case notImplemented = "not_implemented"
         case rangeNotSatisfiable = "requested_range_not_satisfiable"
         case invalidJSON = "invalid_json"
+        /// A partition name that cannot be (empty, or starting with `_`).
+        case illegalPartition = "illegal_partition"
+        /// A write that would grow a partition already at `[couchdb] max_partition_size`.
+        case partitionOverflow = "partition_overflow"
         /// Couchette's: an attachment whose body a replication left on its source could not
         /// be fetched from there (502, as a gateway whose upstream failed).
         case attachmentNotDownloaded = "attachment_not_downloaded"
@@ -67,11 +71,20 @@ public struct CouchError: Error, Sendable, Equatable, CustomStringConvertible {
         self.reason = reason
     }
 
-    /// An error a design-document function named itself: 500, as CouchDB answers it.
-    public static func named(_ name: String, _ reason: String) -> CouchError {
-        var error = CouchError(.unknownError, reason)
+    /// An error a design-document function named itself: 500, as CouchDB answers it (or
+    /// the status of `kind`, for the names CouchDB answers with another).
+    public static func named(_ name: String, _ reason: String, status kind: Kind = .unknownError) -> CouchError {
+        var error = CouchError(kind, reason)
         error.customName = name
         return error
+    }
+
+    /// An error with a name of its own answered with `kind`'s status (Mango's
+    /// `no_usable_index`, `invalid_value`, ... are 400s with their own names).
+    public init(_ kind: Kind, _ reason: String, name: String) {
+        self.kind = kind
+        self.reason = reason
+        self.customName = name
     }
 
     public var error: String { customName ?? kind.rawValue }
@@ -80,9 +93,9 @@ public struct CouchError: Error, Sendable, Equatable, CustomStringConvertible {
     public var status: Int {
         switch kind {
         case .badRequest, .invalidDatabaseName, .illegalDocumentID, .documentValidation, .queryParseError, .invalidJSON,
-             .compilationError: 400
+             .compilationError, .illegalPartition: 400
         case .unauthorized: 401
-        case .forbidden: 403
+        case .forbidden, .partitionOverflow: 403
         case .notFound: 404
         case .methodNotAllowed: 405
         case .notAcceptable: 406
@@ -123,5 +136,13 @@ extension CouchError {
     /// file size limit) is the cause, so clients can tell it from a fault of the server.
     public static func writeFailed(errno code: Int32, _ reason: String) -> CouchError {
         code == ENOSPC || code == EFBIG || code == EDQUOT ? storageFull : internalError(reason)
+    }
+
+    /// A revision named for an edit that the document does not have (attachment edits):
+    /// CouchDB's `{{not_found, missing}, Rev}`, 409 `not_found` `missing_rev`.
+    public static var missingRevision: CouchError {
+        var error = CouchError(.conflict, "missing_rev")
+        error.customName = "not_found"
+        return error
     }
 }

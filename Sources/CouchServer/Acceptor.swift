@@ -303,6 +303,7 @@ final class Acceptor: @unchecked Sendable {
         body.append(10)
         let head = "HTTP/1.1 \(status) \(reasons[status] ?? "Error")\r\nContent-Type: application/json\r\n"
             + "Server: \(ServerInfo.serverHeader)\r\nDate: \(HTTPDate.now())\r\nCache-Control: must-revalidate\r\n"
+            + "X-Couch-Request-ID: \(RequestForms.requestID())\r\n"
             + "Content-Length: \(body.count)\r\nConnection: close\r\n\r\n"
         return Array(head.utf8) + body
     }

@@ -331,7 +331,11 @@ public final class Listener: @unchecked Sendable {
         for (name, value) in response.headers where name != "Set-Cookie" { MHD_add_response_header(mhdResponse, name, value) }
         MHD_add_response_header(mhdResponse, "Server", ServerInfo.serverHeader)
         MHD_add_response_header(mhdResponse, "Date", HTTPDate.now())
-        MHD_add_response_header(mhdResponse, "Cache-Control", "must-revalidate")
+        // One `Cache-Control`: the response's own, or CouchDB's default.
+        if response.header("Cache-Control") == nil { MHD_add_response_header(mhdResponse, "Cache-Control", "must-revalidate") }
+        if response.header("X-Couch-Request-ID") == nil {
+            MHD_add_response_header(mhdResponse, "X-Couch-Request-ID", RequestForms.requestID())
+        }
         if closing { MHD_add_response_header(mhdResponse, "Connection", "close") }
         let result = MHD_queue_response(state.connection, UInt32(response.status), mhdResponse)
         MHD_destroy_response(mhdResponse)

@@ -67,7 +67,8 @@ public struct RouteContext: Sendable {
         case "false": return false
         default:
             switch endpoint {
-            case .databaseResource(_, .allDocuments), .databaseResource(_, .designDocuments):
+            case .databaseResource(_, .allDocuments), .databaseResource(_, .designDocuments),
+                 .databaseResource(_, .localDocuments), .partition:
                 throw CouchError(.queryParseError, "Invalid boolean parameter: \"\(value)\"")
             default:
                 return defaultValue
@@ -101,12 +102,19 @@ public struct RouteContext: Sendable {
         }
     }
 
-    /// `rev` from the query string or `If-Match`.
+    /// `rev` from the query string or `If-Match` (CouchDB's `extract_header_rev`: both must agree).
     public func revisionOption() throws(CouchError) -> RevisionID? {
-        let raw = request.queryValue("rev") ?? request.header("if-match").map { $0.trimmingCharacters(in: "\"") }
-        guard let raw else { return nil }
-        guard let revision = RevisionID(raw) else { throw CouchError(.badRequest, "Invalid rev format") }
-        return revision
+        func parse(_ raw: String?) throws(CouchError) -> RevisionID? {
+            guard let raw else { return nil }
+            guard let revision = RevisionID(raw) else { throw CouchError(.badRequest, "Invalid rev format") }
+            return revision
+        }
+        let explicit = try parse(request.queryValue("rev"))
+        let etag = try parse(request.header("if-match").map { $0.trimmingCharacters(in: "\"") })
+        if let explicit, let etag, explicit != etag {
+            throw CouchError.badRequest("Document rev and etag have different values")
+        }
+        return explicit ?? etag
     }
 }
 

@@ -147,6 +147,10 @@ extension Database {
             conditions.append(query.descending ? "doc_id < ?" : "doc_id > ?")
             arguments.append(.text(after))
         }
+        if let within = query.within {
+            conditions.append("doc_id >= ? AND doc_id < ?")
+            arguments += [.text(within.low), .text(within.high)]
+        }
         let columns = "doc_id, winning_rev, deleted, sequence"
             + (query.includeTree ? ", revision_tree" : ", NULL")
             + (query.includeBodies ? ", body, attachments" : ", NULL, NULL")
@@ -167,12 +171,19 @@ extension Database {
     /// range start in the requested order (plus `skip`).
     public func allDocumentsPosition(_ query: AllDocumentsQuery) throws -> (offset: Int, total: Int) {
         try readers.withConnection { connection in
-            let total = try Self.documentCounts(connection).live
+            var range = ""
+            var bounds: [SQLiteValue] = []
+            if let within = query.within {
+                range = " AND doc_id >= ? AND doc_id < ?"
+                bounds = [.text(within.low), .text(within.high)]
+            }
+            let total = query.within == nil ? try Self.documentCounts(connection).live
+                : try connection.scalarInt("SELECT count(*) FROM documents WHERE deleted = 0\(range)", bounds) ?? 0
             var offset = query.skip
             if let start = query.startKey {
                 let comparison = query.descending ? "doc_id > ?" : "doc_id < ?"
                 let preceding = try connection.scalarInt(
-                    "SELECT count(*) FROM documents WHERE deleted = 0 AND \(comparison)", [.text(start)]) ?? 0
+                    "SELECT count(*) FROM documents WHERE deleted = 0 AND \(comparison)\(range)", [.text(start)] + bounds) ?? 0
                 // `skip` is the client's number: saturate rather than trap near Int.max.
                 let (sum, overflow) = offset.addingReportingOverflow(preceding)
                 offset = overflow ? Int.max : sum

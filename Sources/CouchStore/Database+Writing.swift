@@ -147,8 +147,11 @@ extension Database {
     private func parentContent(_ id: DocumentID, revision: RevisionID?,
                                connection: SQLiteConnection) throws -> (body: JSONObject, attachments: [AttachmentInfo]) {
         guard let revision else { return (JSONObject(), []) }
-        guard let record = try Self.record(id, connection: connection), record.tree.isLeaf(revision),
-              let stored = try Self.revisionBody(record, revision, connection: connection) else {
+        // A revision the document does not have is CouchDB's 409 `not_found` `missing_rev`.
+        guard let record = try Self.record(id, connection: connection), record.tree.contains(revision) else {
+            throw CouchError.missingRevision
+        }
+        guard record.tree.isLeaf(revision), let stored = try Self.revisionBody(record, revision, connection: connection) else {
             throw CouchError.documentConflict
         }
         guard case .object(let body) = try JSONValue.parse(stored.body) else {
@@ -201,6 +204,8 @@ extension Database {
         let revision = history[0]
         let body = edit.bodyBytes
         let attachmentBytes: SQLiteValue = attachmentList.isEmpty ? .null : .blob(AttachmentInfo.encode(attachmentList))
+        try checkPartition(id, newBody: body.count, oldBody: existing.map { $0.isDeleted ? 0 : $0.body.count } ?? 0,
+                           isDeletion: edit.isDeleted, newEdits: newEdits, connection: connection)
         switch tree.merge(history: history, isDeleted: edit.isDeleted, hasBody: true) {
         case .alreadyKnown:
             return revision

@@ -29,10 +29,18 @@ public final class Database: @unchecked Sendable {
     }
     private var installedValidator: DocumentValidator?
     private var designWrites = 0
+    /// Created with `partitioned: true`: document IDs are `partition:id` (see `Database+Partitions`).
+    public let isPartitioned: Bool
+    /// `[couchdb] max_partition_size` (bytes of live bodies); 0: no limit. Set by the `DatabaseManager`.
+    public var maximumPartitionSize: Int {
+        get { settingsLock.withLock { partitionSizeLimit } }
+        set { settingsLock.withLock { partitionSizeLimit = newValue } }
+    }
+    private var partitionSizeLimit = 0
 
     public static let defaultRevsLimit = 1000
 
-    init(name: DatabaseName, path: String, create: Bool) throws(CouchError) {
+    init(name: DatabaseName, path: String, create: Bool, partitioned: Bool = false) throws(CouchError) {
         self.name = name
         self.path = path
         let connection = try SQLiteConnection(path: path, create: create)
@@ -41,7 +49,10 @@ public final class Database: @unchecked Sendable {
         if create {
             let now = Int(Date().timeIntervalSince1970 * 1_000_000)
             try connection.run("INSERT OR IGNORE INTO metadata (key, value) VALUES ('instance_start_time', ?)", [.text(String(now))])
+            // Written before the database is visible to anyone, so no write can precede it.
+            if partitioned { try connection.run("INSERT OR REPLACE INTO metadata (key, value) VALUES ('partitioned', 'true')") }
         }
+        isPartitioned = (try? connection.scalarInt("SELECT count(*) FROM metadata WHERE key = 'partitioned' AND value = 'true'")) == 1
         var startTime = "0"
         try? connection.query("SELECT value FROM metadata WHERE key = 'instance_start_time'") { startTime = $0.text(0) }
         instanceStartTime = startTime
@@ -58,6 +69,14 @@ public final class Database: @unchecked Sendable {
 
     static func attachmentDirectory(for path: String) -> String {
         String(path.dropLast(DatabaseManager.fileExtension.count)) + ".attachments"
+    }
+
+    /// Where derived indexes of this database (views, Mango indexes) keep their files; removed
+    /// with the database.
+    public var indexDirectory: String { Self.indexDirectory(for: path) }
+
+    static func indexDirectory(for path: String) -> String {
+        String(path.dropLast(DatabaseManager.fileExtension.count)) + ".views"
     }
 
     /// Changes whenever a design document may have been written (before and after its

@@ -23,6 +23,18 @@ public final class DatabaseManager: @unchecked Sendable {
             for database in databases { database.validator = newValue }
         }
     }
+    /// `[couchdb] max_partition_size` for every partitioned database, open now or later.
+    public var maximumPartitionSize: Int {
+        get { lock.withLock { partitionSizeLimit } }
+        set {
+            let databases = lock.withLock {
+                partitionSizeLimit = newValue
+                return Array(open.values)
+            }
+            for database in databases { database.maximumPartitionSize = newValue }
+        }
+    }
+    private var partitionSizeLimit = 0
     private let logger = Logger(label: "couchette.store")
     /// Every database's creation, updates and deletion, for `GET /_db_updates`.
     public let updates: DatabaseUpdateLog
@@ -66,6 +78,7 @@ public final class DatabaseManager: @unchecked Sendable {
             updates.record(.updated, name)
         }
         database.validator = installedValidator
+        database.maximumPartitionSize = partitionSizeLimit
         closeIdleDatabases(toMake: 1)
         open[database.name] = database
         useClock &+= 1
@@ -134,7 +147,7 @@ public final class DatabaseManager: @unchecked Sendable {
         return open[name] != nil || FileManager.default.fileExists(atPath: path(for: name))
     }
 
-    public func create(_ name: DatabaseName) throws -> Database {
+    public func create(_ name: DatabaseName, partitioned: Bool = false) throws -> Database {
         lock.lock()
         let path = path(for: name)
         if open[name] != nil || FileManager.default.fileExists(atPath: path) {
@@ -143,7 +156,7 @@ public final class DatabaseManager: @unchecked Sendable {
         }
         let database: Database
         do {
-            database = opened(try Database(name: name, path: path, create: true))
+            database = opened(try Database(name: name, path: path, create: true, partitioned: partitioned))
         } catch {
             lock.unlock()
             throw error
@@ -182,6 +195,7 @@ public final class DatabaseManager: @unchecked Sendable {
         // Open connections keep reading the unlinked file until they close.
         for suffix in ["", "-wal", "-shm"] { unlink(path + suffix) }
         try? FileManager.default.removeItem(atPath: Database.attachmentDirectory(for: path))
+        try? FileManager.default.removeItem(atPath: Database.indexDirectory(for: path))
         lock.unlock()
         database?.notifier.post(.databaseDeleted)
         updates.record(.deleted, name)

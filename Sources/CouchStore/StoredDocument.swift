@@ -95,6 +95,9 @@ public struct AllDocumentsQuery: Sendable {
     public var includeTree = false
     /// Continue after this ID (exclusive), for paging.
     public var after: String?
+    /// Only IDs in `[low, high)`, whatever the keys say: one partition's range (read
+    /// through the ID index, so other partitions' rows are never visited).
+    public var within: (low: String, high: String)?
     public init() {}
 }
 

@@ -14,6 +14,15 @@ public struct ServerConfiguration: Sendable {
     public var maximumDocumentSize = 8_000_000
     /// CouchDB's `[couchdb] max_dbs_open`: databases kept open at once (idle ones beyond it are closed).
     public var maximumOpenDatabases = 500
+    /// `[couchdb] max_partition_size`: bytes of live bodies past which a partition refuses
+    /// growing writes (403 `partition_overflow`); 0 for no limit. CouchDB's default, 10 GiB.
+    public var maximumPartitionSize = 10_737_418_240
+    /// `[query_server_config] partition_query_limit`: the most rows a partition query may ask for.
+    public var partitionQueryLimit = 2000
+    /// `[chttpd] x_forwarded_host`: the header naming the host a proxy was asked for (`Location`).
+    public var forwardedHostHeader = "X-Forwarded-Host"
+    /// `[chttpd] allow_jsonp`: `?callback=name` wraps JSON answers in a call (off, as in CouchDB).
+    public var allowJSONP = false
     /// `[couchdb] maintenance_mode`: `true` or `nolb` make `/_up` answer 404.
     public var maintenanceMode = "false"
     public var authentication = AuthenticationConfiguration()
@@ -30,6 +39,9 @@ public struct ServerConfiguration: Sendable {
     public var functions = FunctionLimits()
     /// CouchDB's `[replicator]` `max_jobs`, `interval` (ms) and `max_churn`.
     public var replicator = ReplicationScheduler.Configuration()
+    /// `[couchette] public_dir` (`--public-dir`): the admin page's files, served at `/_utils/`;
+    /// nil looks for them where `PublicDirectory` says. Read at start.
+    public var publicDirectory: String?
 
     public init() {}
 
@@ -164,7 +176,18 @@ extension ServerConfiguration {
             guard count > 0 else { throw ConfigurationError("max_dbs_open must be positive") }
             maximumOpenDatabases = count
         }
+        if let size = try int("max_partition_size", "couchdb") {
+            guard size >= 0 else { throw ConfigurationError("max_partition_size must not be negative") }
+            maximumPartitionSize = size
+        }
+        if let limit = try int("partition_query_limit", "query_server_config") {
+            guard limit > 0 else { throw ConfigurationError("partition_query_limit must be positive") }
+            partitionQueryLimit = limit
+        }
+        if let header = file.value("x_forwarded_host", in: "chttpd", "httpd") { forwardedHostHeader = header }
+        if let allowed = try bool("allow_jsonp", "chttpd", "httpd") { allowJSONP = allowed }
         if let threads = try int("threads", "couchette") { listener.threadCount = threads }
+        if let directory = file.value("public_dir", in: "couchette"), !directory.isEmpty { publicDirectory = directory }
         if let limit = try int("max_connections", "couchette") { listener.connectionLimit = limit }
         if let seconds = try int("idle_timeout", "couchette") { listener.idleTimeoutSeconds = seconds }
         if let seconds = try int("header_timeout", "couchette") { listener.headerTimeoutSeconds = Double(max(1, seconds)) }

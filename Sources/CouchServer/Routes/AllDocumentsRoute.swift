@@ -1,31 +1,60 @@
 import CouchCore
 import CouchStore
 
-/// `/db/_all_docs` and `/db/_design_docs`, GET and POST (`{"keys":[...]}`).
+/// `/db/_all_docs`, `/db/_design_docs`, `/db/_local_docs` and `/db/_partition/{p}/_all_docs`,
+/// GET and POST. A POST body's members are options as the query string's are (`keys`,
+/// `limit`, ...), the query string winning, as CouchDB's `parse_body_and_query`.
 enum AllDocumentsRoute {
+    /// Which documents a listing covers.
+    enum Namespace {
+        case all, design, local
+        /// One partition's documents (`/db/_partition/{p}/_all_docs`).
+        case partition(String)
+    }
+
     static func getAllDocuments(_ context: RouteContext) throws -> HTTPResponse {
-        try respond(context, keys: try context.jsonOption("keys"), designOnly: false)
+        try respond(context, namespace: .all)
     }
 
     static func postAllDocuments(_ context: RouteContext) throws -> HTTPResponse {
-        try respond(context, keys: try postedKeys(context), designOnly: false)
+        try respond(try withBodyOptions(context), namespace: .all)
     }
 
     static func getDesignDocuments(_ context: RouteContext) throws -> HTTPResponse {
-        try respond(context, keys: try context.jsonOption("keys"), designOnly: true)
+        try respond(context, namespace: .design)
     }
 
     static func postDesignDocuments(_ context: RouteContext) throws -> HTTPResponse {
-        try respond(context, keys: try postedKeys(context), designOnly: true)
+        try respond(try withBodyOptions(context), namespace: .design)
     }
 
-    private static func postedKeys(_ context: RouteContext) throws -> JSONValue? {
-        guard !context.request.body.isEmpty else { return nil }
-        return try context.jsonObjectBody()["keys"]
+    static func getLocalDocuments(_ context: RouteContext) throws -> HTTPResponse {
+        try respond(context, namespace: .local)
     }
 
-    private static func respond(_ context: RouteContext, keys: JSONValue?, designOnly: Bool) throws -> HTTPResponse {
+    static func postLocalDocuments(_ context: RouteContext) throws -> HTTPResponse {
+        try respond(try withBodyOptions(context), namespace: .local)
+    }
+
+    /// The request with the POST body's members before the query string's parameters, so that
+    /// every option is read one way and the query string wins.
+    static func withBodyOptions(_ context: RouteContext) throws -> RouteContext {
+        guard !context.request.body.isEmpty else { return context }
+        let body = try context.jsonObjectBody()
+        if let keys = body["keys"], keys.arrayValue == nil {
+            throw CouchError.badRequest("`keys` body member must be an array.")
+        }
+        let request = context.request
+        let merged = HTTPRequest(method: request.method, path: request.path,
+                                 query: body.map { ($0.key, $0.value.serializedString()) } + request.query,
+                                 headers: request.headers, body: request.body, bodySink: request.bodySink)
+        return RouteContext(server: context.server, request: merged, endpoint: context.endpoint, user: context.user,
+                            databaseAccess: context.databaseAccess)
+    }
+
+    static func respond(_ context: RouteContext, namespace: Namespace) throws -> HTTPResponse {
         let database = try context.database()
+        let keys = try context.jsonOption("keys")
         let includeDocs = try context.boolOption("include_docs")
         var render = DocumentRenderOptions()
         render.conflicts = try context.boolOption("conflicts")
@@ -49,34 +78,91 @@ enum AllDocumentsRoute {
         if keys != nil, ["key", "startkey", "start_key", "endkey", "end_key"].contains(where: { context.request.queryValue($0) != nil }) {
             throw CouchError(.queryParseError, "`keys` is incompatible with `key`, `start_key` and `end_key`")
         }
-        if designOnly {
-            let (low, high) = ("_design/", "_design0")
-            if query.descending {
-                query.startKey = min(query.startKey ?? high, high)
-                query.endKey = max(query.endKey ?? low, low)
-            } else {
-                query.startKey = max(query.startKey ?? low, low)
-                query.endKey = min(query.endKey ?? high, high)
+        switch namespace {
+        case .all, .local:
+            break
+        case .design:
+            query.within = ("_design/", "_design0")
+        case .partition(let partition):
+            query.within = DocumentID.partitionRange(partition)
+            // CouchDB's `[query_server_config] partition_query_limit`: the default and the most.
+            let most = context.server.configuration.partitionQueryLimit
+            if let limit = query.limit, limit > most {
+                throw CouchError(.queryParseError, "Limit is too large, must not exceed \(most)")
             }
+            query.limit = query.limit ?? most
         }
-
         let updateSequence = try context.boolOption("update_seq") ? database.updateSequence : nil
+        if case .local = namespace {
+            return try localDocuments(database, query: query, keys: keys, includeDocs: includeDocs,
+                                      updateSequence: updateSequence)
+        }
         guard let keys else {
             let stream = AllDocumentsStream(database: database, query: query, includeDocs: includeDocs, render: render,
                                             updateSequence: updateSequence)
             return HTTPResponse(status: 200, headers: [("Content-Type", HTTPResponse.jsonContentType)], body: .stream(stream))
         }
         guard let keyList = keys.arrayValue else { throw CouchError.badRequest("`keys` must be an array") }
-        let ids = keyList.map { DocumentID($0.stringValue ?? "") }
+        // A key outside the listed partition names no document of it.
+        let ids = keyList.map { key -> DocumentID in
+            let id = key.stringValue ?? ""
+            if let within = query.within, case .partition = namespace, !id.hasPrefix(within.low) {
+                return DocumentID("")
+            }
+            return DocumentID(id)
+        }
         let found = try database.documents(ids: ids, includeBodies: includeDocs, includeTree: query.includeTree)
         var listed = Array(zip(keyList, found)).map { key, row in RowOutput(key: key, row: row) }
         if query.descending { listed.reverse() }
         let rows = Array(listed.dropFirst(query.skip).prefix(query.limit ?? Int.max))
-        var output = AllDocumentsStream.prelude(total: try database.info().documentCount, offset: 0,
+        var counting = query
+        counting.startKey = nil
+        var output = AllDocumentsStream.prelude(total: try database.allDocumentsPosition(counting).total, offset: 0,
                                                 updateSequence: updateSequence)
         for (index, row) in rows.enumerated() {
             output.append(contentsOf: index == 0 ? "\n".utf8 : ",\n".utf8)
             try row.write(to: &output, includeDocs: includeDocs, render: render)
+        }
+        output.append(contentsOf: AllDocumentsStream.epilogue)
+        return .json(200, bytes: output)
+    }
+
+    /// `_local_docs`: as `_all_docs`, with `total_rows` and `offset` null as CouchDB has them.
+    private static func localDocuments(_ database: Database, query: AllDocumentsQuery, keys: JSONValue?, includeDocs: Bool,
+                                       updateSequence: Int?) throws -> HTTPResponse {
+        var rows: [(key: JSONValue, document: LocalDocument?)]
+        if let keys {
+            guard let keyList = keys.arrayValue else { throw CouchError.badRequest("`keys` must be an array") }
+            var listed = Array(zip(keyList, try database.localDocuments(ids: keyList.map { DocumentID($0.stringValue ?? "") })))
+                .map { (key: $0.0, document: $0.1) }
+            if query.descending { listed.reverse() }
+            rows = Array(listed.dropFirst(query.skip).prefix(query.limit ?? Int.max))
+        } else {
+            rows = try database.localDocuments(query).map { (key: JSONValue($0.id.rawValue), document: $0) }
+        }
+        var text = #"{"total_rows":null,"offset":null"#
+        if let updateSequence { text += #","update_seq":\#(UpdateSequence(updateSequence).json.serializedString())"# }
+        var output = Array((text + #","rows":["#).utf8)
+        for (index, row) in rows.enumerated() {
+            output.append(contentsOf: index == 0 ? "\n".utf8 : ",\n".utf8)
+            guard let document = row.document else {
+                output.append(contentsOf: #"{"key":"#.utf8)
+                row.key.write(to: &output)
+                output.append(contentsOf: #","error":"not_found"}"#.utf8)
+                continue
+            }
+            output.append(contentsOf: #"{"id":"#.utf8)
+            JSONWriter.appendString(document.id.rawValue, to: &output)
+            output.append(contentsOf: #","key":"#.utf8)
+            JSONWriter.appendString(document.id.rawValue, to: &output)
+            output.append(contentsOf: #","value":{"rev":"#.utf8)
+            JSONWriter.appendString(document.revisionID.description, to: &output)
+            output.append(UInt8(ascii: "}"))
+            if includeDocs {
+                output.append(contentsOf: #","doc":"#.utf8)
+                output.append(contentsOf: DocumentJSON.renderLocal(document))
+            }
+            output.append(UInt8(ascii: "}"))
         }
         output.append(contentsOf: AllDocumentsStream.epilogue)
         return .json(200, bytes: output)

@@ -17,7 +17,7 @@ enum AttachmentRoutes {
         }
         let etag = "\"\(attachment.digest.dropFirst(4))\""
         var headers: [(name: String, value: String)] = [("ETag", etag), ("Accept-Ranges", "bytes")]
-        if context.request.header("if-none-match") == etag {
+        if context.etagMatches(etag) {
             return HTTPResponse(status: 304, headers: headers)
         }
         headers.append(("Content-Type", attachment.contentType))
@@ -63,7 +63,7 @@ enum AttachmentRoutes {
                                                   contentType: contentType, blob: blob, as: context.user)
         return .json(201, DocumentJSON.writeResult(id: id, revision: revision),
                      headers: [("ETag", "\"\(revision)\""),
-                               ("Location", "/\(database.name.rawValue)/\(id.rawValue)/\(name)")])
+                               ("Location", context.absoluteURL(database: database.name, id: id, attachment: name))])
     }
 
     static func deleteAttachment(_ context: RouteContext) throws -> HTTPResponse {
@@ -101,6 +101,8 @@ enum ByteRange: Equatable {
             return .range(max(0, length - suffix), length - 1)
         }
         guard let lower = Int(parts[0]) else { return .whole }
+        // `bytes=0-` asks for everything: CouchDB answers it 200, not 206.
+        if lower == 0, parts[1].isEmpty { return .whole }
         guard lower < length else { return .unsatisfiable }
         let upper = parts[1].isEmpty ? length - 1 : (Int(parts[1]) ?? -1)
         guard upper >= lower else { return .whole }

@@ -27,6 +27,7 @@ enum BulkDocumentsRoute {
         // Each document passes the authorization policy's write check; a refused one
         // gets its error as its result and is not written.
         let database = try context.database()
+        for edit in edits { try database.validatePartitioned(edit.id) }
         let authorized = try context.authorizedEdits(edits, in: database, newEdits: newEdits)
         let accepted = authorized.compactMap { try? $0.get() }
         var written = (accepted.isEmpty ? [] : try database.bulkUpdate(accepted, newEdits: newEdits, as: context.user)).makeIterator()

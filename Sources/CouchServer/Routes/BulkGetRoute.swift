@@ -44,6 +44,11 @@ enum BulkGetRoute {
     }
 
     private static func lookUp(_ item: Item, database: Database, latest: Bool) throws -> [Outcome] {
+        do {
+            try database.validatePartitioned(item.id)
+        } catch {
+            return [.failed(id: item.id, revision: item.revision, error: error)]
+        }
         guard let revision = item.revision else {
             do {
                 let snapshot = try database.document(item.id)

@@ -19,7 +19,7 @@ enum DatabaseRoutes {
             "update_seq": UpdateSequence(info.updateSequence).json,
             "sizes": ["file": JSONValue(info.fileSize), "external": JSONValue(info.externalSize),
                       "active": JSONValue(info.activeSize)],
-            "props": [:],
+            "props": database.isPartitioned ? ["partitioned": true] : [:],
             "doc_del_count": JSONValue(info.deletedDocumentCount),
             "doc_count": JSONValue(info.documentCount),
             "disk_format_version": 8,
@@ -41,15 +41,24 @@ enum DatabaseRoutes {
             }
             cluster[parameter] = JSONValue(value)
         }
-        let database = try context.server.databases.create(name)
+        var partitioned = false
+        if let raw = context.request.queryValue("partitioned") {
+            switch raw {
+            case "true": partitioned = true
+            case "false": partitioned = false
+            default: throw CouchError.badRequest("Invalid `partitioned` parameter")
+            }
+        }
+        if partitioned, name.isSystem { throw CouchError.badRequest("Cannot partition a system database") }
+        let database = try context.server.databases.create(name, partitioned: partitioned)
         if !cluster.isEmpty { try database.setClusterParameters(cluster) }
-        return .json(201, ["ok": true], headers: [("Location", "/" + name.rawValue)])
+        return .json(201, ["ok": true], headers: [("Location", context.absoluteURL(database: name))])
     }
 
     static func deleteDatabase(_ context: RouteContext) throws -> HTTPResponse {
         if context.request.queryValue("rev") != nil {
             throw CouchError.badRequest(
-                "You tried to DELETE a database with a ?rev= parameter. Did you mean to DELETE a document instead?")
+                "You tried to DELETE a database with a ?=rev parameter. Did you mean to DELETE a document instead?")
         }
         try context.server.databases.delete(try context.databaseName)
         return .ok

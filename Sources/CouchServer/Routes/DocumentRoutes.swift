@@ -38,7 +38,7 @@ enum DocumentRoutes {
         let etagHeaders: [(String, String)]
         if Self.bodyDependsOnlyOnRevision(context) {
             let etag = "\"\(snapshot.revision.revision)\""
-            if context.request.header("if-none-match") == etag {
+            if context.etagMatches(etag) {
                 return HTTPResponse(status: 304, headers: [("ETag", etag)])
             }
             etagHeaders = [("ETag", etag)]
@@ -79,6 +79,7 @@ enum DocumentRoutes {
         }
         var edit = try DocumentEdit(json: json)
         edit.id = id
+        try database.validatePartitioned(id)
         edit.revision = try reconcileRevision(body: edit.revision, request: try context.revisionOption())
         let newEdits = try context.boolOption("new_edits", default: true)
         edit = try context.authorizedEdit(edit, in: database, newEdits: newEdits)
@@ -121,6 +122,7 @@ enum DocumentRoutes {
         let id = edit.id ?? DocumentID(Digest.randomHex(bytes: 16))
         edit.id = id
         let database = try context.database()
+        try database.validatePartitioned(id)
         edit = try context.authorizedEdit(edit, in: database)
         let revision = try database.update(edit, as: context.user)
         return written(context, id: id, revision: revision)
@@ -162,6 +164,7 @@ enum DocumentRoutes {
             destinationRevision = revision
         }
         let targetID = try DocumentID.validated(rawID)
+        try database.validatePartitioned(targetID)
         guard case .object(let body) = try JSONValue.parse(source.revision.body) else {
             throw CouchError.internalError("stored body is not an object")
         }
@@ -181,7 +184,7 @@ enum DocumentRoutes {
     }
 
     static func location(_ context: RouteContext, id: DocumentID) -> (String, String) {
-        ("Location", "/\(context.endpoint.databaseName?.rawValue ?? "")/\(id.rawValue)")
+        ("Location", context.endpoint.databaseName.map { context.absoluteURL(database: $0, id: id) } ?? "/")
     }
 
     static func written(_ context: RouteContext, id: DocumentID, revision: RevisionID) -> HTTPResponse {

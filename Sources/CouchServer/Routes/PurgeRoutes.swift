@@ -13,8 +13,10 @@ enum PurgeRoutes {
         guard body.count <= maximumDocuments else { throw CouchError.badRequest("Exceeded maximum number of documents.") }
         var requests: [(DocumentID, [RevisionID])] = []
         var revisionCount = 0
+        let database = try context.database()
         for (key, value) in body {
             let id = try DocumentID.validated(key)
+            try database.validatePartitioned(id)
             guard let list = value.arrayValue else { throw CouchError.badRequest("Document rev/id must be a list") }
             revisionCount += list.count
             guard revisionCount <= maximumRevisions else { throw CouchError.badRequest("Exceeded maximum number of revisions.") }
@@ -26,7 +28,7 @@ enum PurgeRoutes {
             }
             requests.append((id, revisions))
         }
-        let results = try context.database().purge(requests)
+        let results = try database.purge(requests)
         var purged = JSONObject()
         for (id, revisions) in results { purged[id.rawValue] = .array(revisions.map { JSONValue($0.description) }) }
         return .json(201, ["purge_seq": .null, "purged": .object(purged)])

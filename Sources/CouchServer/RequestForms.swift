@@ -1,0 +1,74 @@
+import CouchCore
+
+/// Request forms CouchDB 3 still accepts from clients that cannot speak plain REST, and
+/// the per-answer decorations it adds: `X-HTTP-Method-Override`, JSONP, `X-Couch-Request-ID`.
+enum RequestForms {
+    /// `X-HTTP-Method-Override` on a `POST` (only there, as CouchDB) stands for the method it names.
+    static func overridingMethod(_ request: HTTPRequest) -> HTTPRequest {
+        guard request.method == "POST", let override = request.header("x-http-method-override"),
+              ["GET", "HEAD", "POST", "PUT", "DELETE", "TRACE", "CONNECT", "COPY"].contains(override),
+              override != "POST" else { return request }
+        return HTTPRequest(method: override, path: request.path, query: request.query, headers: request.headers,
+                           body: request.body, bodySink: request.bodySink)
+    }
+
+    /// CouchDB's request nonce: ten hex digits, sent back as `X-Couch-Request-ID`.
+    static func requestID() -> String { Digest.randomHex(bytes: 5) }
+
+    /// JSONP (`?callback=name`, only with `[chttpd] allow_jsonp = true`): a JSON answer becomes
+    /// `/* CouchDB */name(...);` as `application/javascript`. A callback name with other
+    /// characters than letters, digits and `._[]` answers 400, as CouchDB.
+    static func wrappingJSONP(_ response: HTTPResponse, request: HTTPRequest, allowed: Bool) -> HTTPResponse {
+        guard allowed, let callback = request.queryValue("callback"), !callback.isEmpty,
+              response.header("Content-Type") == HTTPResponse.jsonContentType else { return response }
+        guard callback.unicodeScalars.allSatisfy({ $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0)
+                                                                  || "._[]".unicodeScalars.contains($0)) }) else {
+            return .error(CouchError.badRequest("invalid_callback"))
+        }
+        let prefix = Array("/* CouchDB */\(callback)(".utf8)
+        var wrapped = response
+        wrapped.setHeader("Content-Type", "application/javascript")
+        switch response.body {
+        case .bytes(var bytes):
+            if bytes.last == UInt8(ascii: "\n") { bytes.removeLast() }
+            wrapped.body = .bytes(prefix + bytes + Array(");\n".utf8))
+        case .stream(let inner):
+            wrapped.body = .stream(JSONPStream(inner: inner, prefix: prefix))
+        case .file, .deferred:
+            return response
+        }
+        return wrapped
+    }
+}
+
+/// A streamed JSON answer (a feed, `_all_docs`) inside a JSONP call.
+final class JSONPStream: ResponseStream, @unchecked Sendable {
+    private let inner: ResponseStream
+    private var pending: [UInt8]
+    private var suffix: [UInt8]? = Array(");\n".utf8)
+
+    init(inner: ResponseStream, prefix: [UInt8]) {
+        self.inner = inner
+        pending = prefix
+    }
+
+    func start(wake: @escaping @Sendable () -> Void) { inner.start(wake: wake) }
+    func close() { inner.close() }
+
+    func read(into buffer: UnsafeMutableRawBufferPointer) -> StreamChunk {
+        if pending.isEmpty {
+            switch inner.read(into: buffer) {
+            case .end:
+                guard let suffix else { return .end }
+                self.suffix = nil
+                pending = suffix
+            case let other:
+                return other
+            }
+        }
+        let count = min(buffer.count, pending.count)
+        pending.withUnsafeBytes { buffer.baseAddress!.copyMemory(from: $0.baseAddress!, byteCount: count) }
+        pending.removeFirst(count)
+        return .data(count)
+    }
+}
