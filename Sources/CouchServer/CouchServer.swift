@@ -32,9 +32,8 @@ public final class CouchServer: RequestHandler {
     public let replicatorDatabase: ReplicatorDatabase
     /// Fetches the attachment bodies an on-demand pull left on its source, when first read.
     public let attachmentsOnDemand: OnDemandAttachments
-    /// Mango JSON indexes' rows and text indexes, read by `_find`.
-    let mangoIndexes: MangoIndexReader = MangoScanIndexReader()
-    let mangoText: MangoTextSearcher? = nil
+    /// Mango's text indexes (FTS5 files beside each database); its JSON indexes are in `indexes`.
+    let mangoText = MangoTextIndexes()
     /// The admin page's files served at `/_utils/` (nil: none found; see `PublicDirectory`).
     public let publicDirectory: String?
     let logger = Logger(label: "couchette.server")
@@ -67,6 +66,9 @@ public final class CouchServer: RequestHandler {
         }
         databases.validator = functions
         indexes.registerSignatureProvider(ViewRoutes.javaScriptSignatures(functions))
+        indexes.registerSignatureProvider { database in
+            Set(((try? MangoIndex.list(in: database)) ?? []).compactMap(\.signature))
+        }
         replications = ReplicationManager(serverUUID: databases.serverUUID, databases: databases, functions: functions)
         scheduler = ReplicationScheduler(manager: replications, configuration: effective.replicator)
         replicatorDatabase = ReplicatorDatabase(databases: databases, scheduler: scheduler)
