@@ -57,7 +57,9 @@ public final class MultipartReader {
                 start = after.next
                 state = after.closing ? .done : .headers
             case .headers:
-                guard let end = find(Array("\r\n\r\n".utf8), in: buffer, from: start) ?? emptyHeaders(from: start) else {
+                // A part without headers first: otherwise the next part's blank line would be
+                // taken for the end of this part's headers, swallowing a whole part.
+                guard let end = emptyHeaders(from: start) ?? find(Array("\r\n\r\n".utf8), in: buffer, from: start) else {
                     if buffer.count - start > Self.maximumHeaderBytes { throw MultipartError("multipart part headers are too long") }
                     return
                 }
