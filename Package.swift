@@ -10,6 +10,8 @@ let package = Package(
         .library(name: "CouchServer", targets: ["CouchServer"]),
         .library(name: "CouchReplication", targets: ["CouchReplication"]),
         .library(name: "CouchFunctions", targets: ["CouchFunctions"]),
+        .library(name: "CouchIndex", targets: ["CouchIndex"]),
+        .library(name: "CouchMango", targets: ["CouchMango"]),
         .executable(name: "couchette", targets: ["couchette"]),
     ],
     dependencies: [
@@ -32,10 +34,12 @@ let package = Package(
                        providers: [.apt(["zlib1g-dev"])]),
         .systemLibrary(name: "CJavaScriptCore", path: "Sources/CJavaScriptCore", pkgConfig: "javascriptcoregtk-4.1",
                        providers: [.apt(["libjavascriptcoregtk-4.1-dev"])]),
+        // ICU's collator (Debian's libicu-dev) behind a header of its own: CouchDB's string order.
+        .target(name: "CCollation", linkerSettings: [.linkedLibrary("icui18n"), .linkedLibrary("icuuc")]),
         // Typed wrappers for the variadic C functions Swift cannot call.
         .target(name: "CShims", dependencies: ["CMicroHTTPD", "CCurl"]),
 
-        .target(name: "CouchCore", dependencies: ["CCrypto", "CZlib"]),
+        .target(name: "CouchCore", dependencies: ["CCrypto", "CZlib", "CCollation"]),
         .target(name: "CouchStore", dependencies: [
             "CouchCore", "CSQLite", .product(name: "Logging", package: "swift-log"),
         ]),
@@ -43,6 +47,12 @@ let package = Package(
         .target(name: "CouchFunctions", dependencies: [
             "CouchCore", "CouchStore", "CJavaScriptCore", .product(name: "Logging", package: "swift-log"),
         ]),
+        // Indexes derived from a database (views, Mango's JSON indexes): SQLite files beside it.
+        .target(name: "CouchIndex", dependencies: [
+            "CouchCore", "CouchStore", "CouchFunctions", .product(name: "Logging", package: "swift-log"),
+        ]),
+        // Mango queries: `_find`'s options, the planner, index definitions, text search.
+        .target(name: "CouchMango", dependencies: ["CouchCore", "CouchStore", "CSQLite"]),
         // An HTTP client on libcurl that knows nothing of CouchDB.
         .target(name: "CurlClient", dependencies: ["CCurl", "CShims"]),
         // The replicator: endpoints (local store or remote HTTP), stages, checkpoints, jobs.
@@ -51,7 +61,8 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ]),
         .target(name: "CouchServer", dependencies: [
-            "CouchCore", "CouchStore", "CouchFunctions", "CouchReplication", "CMicroHTTPD", "CShims",
+            "CouchCore", "CouchStore", "CouchFunctions", "CouchIndex", "CouchReplication", "CMicroHTTPD", "CShims",
+            "CouchCore", "CouchStore", "CouchFunctions", "CouchReplication", "CouchMango", "CMicroHTTPD", "CShims",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "Metrics", package: "swift-metrics"), .product(name: "Prometheus", package: "swift-prometheus"),
         ]),
@@ -62,7 +73,7 @@ let package = Package(
         ]),
 
         .target(name: "CouchTestSupport", dependencies: [
-                    "CouchCore", "CouchServer", "CouchStore", .product(name: "Logging", package: "swift-log"),
+                    "CouchCore", "CouchServer", "CouchStore", "CSQLite", .product(name: "Logging", package: "swift-log"),
                 ],
                 path: "Tests/CouchTestSupport"),
         .testTarget(name: "CouchCoreTests", dependencies: ["CouchCore"]),
@@ -71,6 +82,9 @@ let package = Package(
             "CouchReplication", "CurlClient", "CouchServer", "CouchStore", "CouchCore", "CouchTestSupport",
         ], exclude: ["Support/tls_proxy.py"]),
         .testTarget(name: "CouchServerTests", dependencies: ["CouchServer", "CouchCore", "CouchTestSupport"]),
+        .testTarget(name: "CouchIndexTests", dependencies: [
+            "CouchIndex", "CouchFunctions", "CouchServer", "CouchStore", "CouchCore", "CouchTestSupport",
+        ]),
         .testTarget(name: "CouchFunctionsTests", dependencies: [
             "CouchFunctions", "CouchServer", "CouchReplication", "CouchStore", "CouchCore", "CouchTestSupport",
         ]),

@@ -63,11 +63,20 @@ public struct CouchError: Error, Sendable, Equatable, CustomStringConvertible {
         self.reason = reason
     }
 
-    /// An error a design-document function named itself: 500, as CouchDB answers it.
-    public static func named(_ name: String, _ reason: String) -> CouchError {
-        var error = CouchError(.unknownError, reason)
+    /// An error a design-document function named itself: 500, as CouchDB answers it (or
+    /// the status of `kind`, for the names CouchDB answers with another).
+    public static func named(_ name: String, _ reason: String, status kind: Kind = .unknownError) -> CouchError {
+        var error = CouchError(kind, reason)
         error.customName = name
         return error
+    }
+
+    /// An error with a name of its own answered with `kind`'s status (Mango's
+    /// `no_usable_index`, `invalid_value`, ... are 400s with their own names).
+    public init(_ kind: Kind, _ reason: String, name: String) {
+        self.kind = kind
+        self.reason = reason
+        self.customName = name
     }
 
     public var error: String { customName ?? kind.rawValue }

@@ -13,6 +13,18 @@ public enum Digest {
         return output
     }
 
+    /// SHA-1 (Mango's generated index names are 40 hex digits of one, as CouchDB's).
+    public static func sha1(_ bytes: [UInt8]) -> [UInt8] {
+        var output = [UInt8](repeating: 0, count: 20)
+        bytes.withUnsafeBufferPointer { input in
+            output.withUnsafeMutableBufferPointer { out in
+                var length: UInt32 = 0
+                _ = EVP_Digest(input.baseAddress, input.count, out.baseAddress, &length, EVP_sha1(), nil)
+            }
+        }
+        return output
+    }
+
     public static func hex(_ bytes: [UInt8]) -> String {
         let digits = Array("0123456789abcdef".utf8)
         var out: [UInt8] = []

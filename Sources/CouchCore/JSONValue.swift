@@ -142,7 +142,7 @@ public struct JSONNumber: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// True if the text has no fraction and no exponent (Erlang/jiffy would decode it as an integer).
-    var isIntegerLiteral: Bool {
+    public var isIntegerLiteral: Bool {
         for b in text.utf8 where b == UInt8(ascii: ".") || b == UInt8(ascii: "e") || b == UInt8(ascii: "E") {
             return false
         }

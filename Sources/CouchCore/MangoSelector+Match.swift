@@ -179,8 +179,8 @@ func _mangoTypeName(_ value: JSONValue) -> String {
 /// arrays < objects; arrays element by element then by length; objects member by member in
 /// their order (key, then value), then by size.
 ///
-/// Deviation: CouchDB compares strings with ICU collation (case-insensitive first level,
-/// "a" < "B" < "b"); here strings compare by Unicode scalar values, case-sensitively.
+/// Strings (and member names) compare with ICU's root collator (`Collation`), as CouchDB's
+/// and as view and Mango indexes order keys, so an index range and the matcher agree.
 func _mangoCollate(_ a: JSONValue, _ b: JSONValue) -> Int {
     let ra = _collationRank(a), rb = _collationRank(b)
     if ra != rb { return ra < rb ? -1 : 1 }
@@ -188,7 +188,7 @@ func _mangoCollate(_ a: JSONValue, _ b: JSONValue) -> Int {
     case let (.number(x), .number(y)):
         return _compareNumbers(x, y)
     case let (.string(x), .string(y)):
-        return _utf8Compare(x, y)
+        return Collation.compareStrings(x, y)
     case let (.array(x), .array(y)):
         for i in 0..<Swift.min(x.count, y.count) {
             let c = _mangoCollate(x[i], y[i])
@@ -198,7 +198,7 @@ func _mangoCollate(_ a: JSONValue, _ b: JSONValue) -> Int {
     case let (.object(x), .object(y)):
         let xm = x.members, ym = y.members
         for i in 0..<Swift.min(xm.count, ym.count) {
-            let k = _utf8Compare(xm[i].key, ym[i].key)
+            let k = Collation.compareStrings(xm[i].key, ym[i].key)
             if k != 0 { return k }
             let c = _mangoCollate(xm[i].value, ym[i].value)
             if c != 0 { return c }
@@ -343,5 +343,26 @@ struct _MangoRegex: @unchecked Sendable {  // Regex is an immutable value; match
 
     func matches(_ string: String) -> Bool {
         (try? regex.firstMatch(in: string)) != nil
+    }
+}
+
+// MARK: - Public comparison entry points (the Mango planner and indexes use the matcher's orders)
+
+public enum MangoCollation {
+    /// CouchDB's JSON collation as the selector matcher applies it (see `_mangoCollate`).
+    public static func compare(_ a: JSONValue, _ b: JSONValue) -> Int { _mangoCollate(a, b) }
+
+    /// Erlang term order, which the matcher applies under `_id`.
+    public static func compareRaw(_ a: JSONValue, _ b: JSONValue) -> Int { _erlangCompare(a, b) }
+
+    /// `mango_doc:get_field`: the value at a parsed path, nil when missing or unreachable.
+    public static func field(_ value: JSONValue, _ path: [String]) -> JSONValue? {
+        if case .found(let found) = _mangoGetField(value, path) { return found }
+        return nil
+    }
+
+    /// `mango_util:parse_field`: "a.b" is two keys, "a\\.b" one.
+    public static func parseField(_ name: String) throws(MangoSelectorError) -> [String] {
+        try _MangoSel.parseField(name)
     }
 }

@@ -5,8 +5,6 @@
 // without "a"), then compiled into a tree that `matches(_:)` evaluates.
 //
 // Deviations from CouchDB, on purpose:
-// - Strings collate by Unicode scalar values (UTF-8 bytes), case-sensitively; CouchDB uses ICU
-//   collation ("a" < "B" there, "B" < "a" here). See `_mangoCollate`.
 // - `$regex` uses Swift's `Regex` (PCRE-like syntax, Unicode scalar semantics) instead of PCRE.
 // - `$mod` with a divisor of 0 is rejected at validation; CouchDB accepts it and then fails at
 //   match time. `$mod`/`$size` arguments must fit in `Int`.

@@ -57,8 +57,9 @@ public final class MultipartReader {
                 start = after.next
                 state = after.closing ? .done : .headers
             case .headers:
-                // A part without headers first: otherwise the next part's blank line would be
-                // taken for the end of this part's headers, swallowing a whole part.
+                // A part without headers first: searching for CRLF CRLF would find the next
+                // part's delimiter when it is already buffered, and take this body for headers.
+                guard buffer.count - start >= 2 else { return }
                 guard let end = emptyHeaders(from: start) ?? find(Array("\r\n\r\n".utf8), in: buffer, from: start) else {
                     if buffer.count - start > Self.maximumHeaderBytes { throw MultipartError("multipart part headers are too long") }
                     return

@@ -9,6 +9,12 @@ public struct DesignDocument: Sendable {
     let json: [UInt8]
     let validation: String?
     let filters: [String: String]
+    /// `shows`, `lists` and `updates` by name.
+    let shows: [String: String]
+    let lists: [String: String]
+    let updates: [String: String]
+    /// `rewrites`: an array of rules, or a function's source.
+    public let rewrites: JSONValue?
     /// Which of `filters` and `views` the document has, and its views' names: CouchDB's
     /// 404 reasons name the first member missing on the path.
     let members: Set<String>
@@ -17,7 +23,7 @@ public struct DesignDocument: Sendable {
     let functions: [(kind: FunctionKind, name: String, source: String)]
 
     public enum FunctionKind: String, Sendable {
-        case validation = "validate_doc_update", filter, map, reduce, show, list, update
+        case validation = "validate_doc_update", filter, map, reduce, show, list, update, rewrite = "rewrites"
     }
 
     /// Reduce functions CouchDB implements itself; never compiled.
@@ -52,11 +58,18 @@ public struct DesignDocument: Sendable {
                 functions.append((.reduce, name, reduce))
             }
         }
+        var rendering: [FunctionKind: [String: String]] = [:]
         for (member, kind) in [("shows", FunctionKind.show), ("lists", .list), ("updates", .update)] {
             for (name, value) in body[member]?.objectValue ?? JSONObject() {
-                if let source = value.stringValue { functions.append((kind, name, source)) }
+                guard let source = value.stringValue else { continue }
+                functions.append((kind, name, source))
+                rendering[kind, default: [:]][name] = source
             }
         }
+        shows = rendering[.show] ?? [:]
+        lists = rendering[.list] ?? [:]
+        updates = rendering[.update] ?? [:]
+        rewrites = body["rewrites"]
         self.functions = functions
         self.viewNames = viewNames
     }

@@ -114,6 +114,7 @@ public final class FunctionRuntime: DocumentValidator, @unchecked Sendable {
     /// The filter `ddoc/name` of a database: a native one registered under that name, else
     /// the design document's. CouchDB's 404s for a missing design document or function.
     public func filter(_ name: String, in database: Database, request: JSONValue) throws(CouchError) -> DocumentFilter {
+        if name == "_view" { return try viewFilter(in: database, request: request) }
         let parts = name.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
         guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty else {
             throw CouchError.badRequest("filter parameter must be of the form `designname/filtername`")

@@ -1,26 +1,14 @@
 /// CouchDB's JavaScript environment (its `couchjs` `main.js`, `util.js`, `render.js`),
 /// evaluated once in every context: `emit`, `sum`, `toJSON`, `isArray`, `require` for
-/// CommonJS modules in the design document, and the show/list helpers `start`, `send`,
-/// `getRow`, `provides`, `registerType`. `log` is native (`ScriptContext`). The state a
-/// call leaves behind lives in `__couchette` and is reset before each call that uses it.
+/// CommonJS modules in the design document; the show/list helpers (`start`, `send`,
+/// `getRow`, `provides`, `registerType`) are in `RenderEnvironment`. `log` is native
+/// (`ScriptContext`). The state a call leaves behind lives in `__couchette` and is reset
+/// before each call that uses it.
 enum JavaScriptEnvironment {
     static let prelude = #"""
     var __couchette = (function() {
-      var state = {
-        emitted: [], chunks: [], response: null, rows: [], rowIndex: 0, providers: [],
-        mimes: {
-          all: ["*/*"], text: ["text/plain; charset=utf-8", "txt"], html: ["text/html; charset=utf-8"],
-          xhtml: ["application/xhtml+xml", "xhtml"], xml: ["application/xml", "text/xml", "application/x-xml"],
-          js: ["text/javascript", "application/javascript", "application/x-javascript"], css: ["text/css"],
-          ics: ["text/calendar"], csv: ["text/csv"], rss: ["application/rss+xml"], atom: ["application/atom+xml"],
-          yaml: ["application/x-yaml", "text/yaml"], multipart_form: ["multipart/form-data"],
-          url_encoded_form: ["application/x-www-form-urlencoded"], json: ["application/json", "text/x-json"]
-        }
-      };
-      state.reset = function(rows) {
-        state.emitted = []; state.chunks = []; state.response = null;
-        state.rows = rows || []; state.rowIndex = 0; state.providers = [];
-      };
+      var state = { emitted: [] };
+      state.reset = function() { state.emitted = []; };
       // CommonJS modules from the design document, resolved as CouchDB resolves them.
       state.makeRequire = function(ddoc) {
         var cache = {};
@@ -94,13 +82,5 @@ enum JavaScriptEnvironment {
     function sum(values) { var total = 0; for (var i = 0; i < values.length; i++) { total += values[i]; } return total; }
     function toJSON(value) { return JSON.stringify(value); }
     function isArray(value) { return Array.isArray(value); }
-    function start(response) { __couchette.response = response || {}; }
-    function send(chunk) { __couchette.chunks.push(String(chunk)); }
-    function getRow() {
-      var state = __couchette;
-      return state.rowIndex < state.rows.length ? state.rows[state.rowIndex++] : null;
-    }
-    function provides(type, fun) { __couchette.providers.push([type, fun]); }
-    function registerType(name) { __couchette.mimes[name] = Array.prototype.slice.call(arguments, 1); }
     """#
 }

@@ -41,12 +41,14 @@ final class ScriptContext: @unchecked Sendable {
         armWatchdog()
         installNativeFunctions()
         _ = try evaluate(JavaScriptEnvironment.prelude, name: "couchette-environment.js")
+        _ = try evaluate(RenderEnvironment.script, name: "couchette-render.js")
     }
 
     deinit {
         for function in functions.values { JSValueUnprotect(context, function) }
         if let filterBatch { JSValueUnprotect(context, filterBatch) }
         if let validationBatch { JSValueUnprotect(context, validationBatch) }
+        for driver in drivers.values { JSValueUnprotect(context, driver) }
         JSContextGroupClearExecutionTimeLimit(group)
         JSGlobalContextRelease(context)
         JSContextGroupRelease(group)
@@ -175,6 +177,17 @@ final class ScriptContext: @unchecked Sendable {
     /// each entry into the engine costs more than a small function's work.
     lazy var filterBatch: JSObjectRef? = environmentFunction("filterBatch")
     lazy var validationBatch: JSObjectRef? = environmentFunction("validateBatch")
+
+    private var drivers: [String: JSObjectRef] = [:]
+
+    /// `__couchette.<name>`, one of the environment's drivers (`runShow`, ...), kept for
+    /// the context's life.
+    func driver(_ name: String) throws(CouchError) -> JSObjectRef {
+        if let cached = drivers[name] { return cached }
+        guard let object = environmentFunction(name) else { throw CouchError.internalError("JavaScript environment is incomplete") }
+        drivers[name] = object
+        return object
+    }
 
     private func environmentFunction(_ name: String) -> JSObjectRef? {
         guard let value = try? evaluate("__couchette.\(name)", name: name + ".js"),

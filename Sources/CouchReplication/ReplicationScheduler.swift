@@ -29,7 +29,12 @@ public final class ReplicationScheduler: @unchecked Sendable {
     static let nodeName = "couchette@127.0.0.1"
 
     public let manager: ReplicationManager
-    public let configuration: Configuration
+    /// The limits in force; `_config` changes them while the server runs, as in CouchDB.
+    public var configuration: Configuration {
+        get { lock.withLock { settings } }
+        set { reconfigure(newValue) }
+    }
+    private var settings: Configuration
     private let logger = Logger(label: "couchette.scheduler")
     private let lock = NSLock()
     private var jobs: [String: ScheduledJob] = [:]
@@ -41,9 +46,15 @@ public final class ReplicationScheduler: @unchecked Sendable {
 
     public init(manager: ReplicationManager, configuration: Configuration = Configuration()) {
         self.manager = manager
-        self.configuration = configuration
-        let interval = UInt64(max(1, configuration.intervalMilliseconds)) * 1_000_000
-        timer = ReplicationTasks.task { [weak self] in
+        settings = configuration
+        timer = rotationTimer(every: configuration.intervalMilliseconds)
+    }
+
+    deinit { timer?.cancel() }
+
+    private func rotationTimer(every milliseconds: Int) -> Task<Void, Never> {
+        let interval = UInt64(max(1, milliseconds)) * 1_000_000
+        return ReplicationTasks.task { [weak self] in
             while !Task.isCancelled {
                 try? await Task.sleep(nanoseconds: interval)
                 if Task.isCancelled { return }
@@ -52,7 +63,23 @@ public final class ReplicationScheduler: @unchecked Sendable {
         }
     }
 
-    deinit { timer?.cancel() }
+    /// Puts new limits in force at once: a lower `max_jobs` stops the excess runs, a higher
+    /// one starts waiting jobs, a new `interval` restarts the rotation timer.
+    private func reconfigure(_ configuration: Configuration) {
+        lock.lock()
+        guard !stopped, configuration != settings else {
+            lock.unlock()
+            return
+        }
+        let intervalChanged = configuration.intervalMilliseconds != settings.intervalMilliseconds
+        settings = configuration
+        if intervalChanged {
+            timer?.cancel()
+            timer = rotationTimer(every: configuration.intervalMilliseconds)
+        }
+        lock.unlock()
+        reschedule(rotate: false)
+    }
 
     // MARK: - Adding and removing jobs
 
@@ -146,7 +173,7 @@ public final class ReplicationScheduler: @unchecked Sendable {
             SchedulerPolicy.Candidate(id: $0.id.jobID, isRunning: $0.run != nil, isContinuous: $0.settings.continuous,
                                       since: $0.since)
         }
-        let decision = SchedulerPolicy(maxJobs: configuration.maxJobs, maxChurn: configuration.maxChurn)
+        let decision = SchedulerPolicy(maxJobs: settings.maxJobs, maxChurn: settings.maxChurn)
             .reschedule(candidates, rotate: rotate)
         let stopping = decision.stop.compactMap { jobs[$0] }
         let starting = decision.start.compactMap { jobs[$0] }

@@ -1,5 +1,7 @@
 import CouchCore
 import CouchFunctions
+import CouchIndex
+import CouchMango
 import CouchReplication
 import CouchStore
 import Foundation
@@ -22,12 +24,19 @@ public final class CouchServer: RequestHandler {
     /// Design documents' functions and the native ones an embedding application registers;
     /// validates every write of `databases`.
     public let functions: FunctionRuntime
+    /// The open view (and Mango) indexes of every database.
+    public let indexes = IndexManager()
     /// Owns every job (from `_replicate` and `_replicator` documents): `_scheduler/jobs`.
     public let scheduler: ReplicationScheduler
     /// Watches the replicator databases: `_scheduler/docs`.
     public let replicatorDatabase: ReplicatorDatabase
     /// Fetches the attachment bodies an on-demand pull left on its source, when first read.
     public let attachmentsOnDemand: OnDemandAttachments
+    /// Mango JSON indexes' rows and text indexes, read by `_find`.
+    let mangoIndexes: MangoIndexReader = MangoScanIndexReader()
+    let mangoText: MangoTextSearcher? = nil
+    /// The admin page's files served at `/_utils/` (nil: none found; see `PublicDirectory`).
+    public let publicDirectory: String?
     let logger = Logger(label: "couchette.server")
     /// Requests, reads and feeds counted for `_stats` and `_prometheus`.
     let metrics = ServerMetrics()
@@ -42,6 +51,7 @@ public final class CouchServer: RequestHandler {
         accessControlHolder = holder
         LogLevelControl.level = LogLevelControl.level(named: effective.logLevel) ?? LogLevelControl.level
         databases.maximumOpen = effective.maximumOpenDatabases
+        publicDirectory = PublicDirectory.locate(configured: effective.publicDirectory)
         databases.maximumPartitionSize = effective.maximumPartitionSize
         functions = FunctionRuntime(limits: effective.functions, securityObject: { database in
             (try? holder.current.securityObject(of: database).json) ?? [:]
@@ -58,6 +68,7 @@ public final class CouchServer: RequestHandler {
         if databases.exists(UsersDatabase.name), let users = try? databases.database(UsersDatabase.name) {
             UsersDatabase.installAuthDesignDocument(in: users)
         }
+        indexes.registerSignatureProvider(ViewRoutes.javaScriptSignatures(functions))
         replications = ReplicationManager(serverUUID: databases.serverUUID, databases: databases, functions: functions)
         scheduler = ReplicationScheduler(manager: replications, configuration: effective.replicator)
         replicatorDatabase = ReplicatorDatabase(databases: databases, scheduler: scheduler)
@@ -97,11 +108,13 @@ public final class CouchServer: RequestHandler {
     }
 
     /// Puts `configuration` in force: a new `AccessControl` (admins read again from their
-    /// file), the log level. Throws, changing nothing, when the configuration is refused.
+    /// file), the log level, the open-database bound and the replicator's limits. Throws,
+    /// changing nothing, when the configuration is refused.
     func install(_ configuration: ServerConfiguration) throws {
         accessControlHolder.current = try AccessControl(configuration: configuration, databases: databases)
         if let level = LogLevelControl.level(named: configuration.logLevel) { LogLevelControl.level = level }
         databases.maximumOpen = configuration.maximumOpenDatabases
+        scheduler.configuration = configuration.replicator
         databases.maximumPartitionSize = configuration.maximumPartitionSize
     }
 
@@ -122,7 +135,9 @@ public final class CouchServer: RequestHandler {
         return response
     }
 
-    private func route(_ request: HTTPRequest) -> HTTPResponse {
+    /// Authentication, authorization and the handler; a rewritten request (`_rewrite`) comes
+    /// back here.
+    func route(_ request: HTTPRequest) -> HTTPResponse {
         do {
             let authentication = try accessControl.authenticator.authenticate(request)
             let endpoint = try Endpoint(path: request.path)

@@ -12,6 +12,8 @@ public enum Endpoint: Sendable, Equatable {
     case designResource(DatabaseName, DocumentID, String)
     /// `/_scheduler/...`
     case scheduler(SchedulerResource)
+    /// `/db/_index/{ddoc}/{type}/{name}` and `/db/_index/_bulk_delete`: the path after `_index`.
+    case index(DatabaseName, [String])
     /// `/db/_partition/{partition}[/...]`: a partition's information (no rest) or a query
     /// over its rows (`_all_docs`, ...), as written after the partition.
     case partition(DatabaseName, String, [String])
@@ -27,6 +29,8 @@ public enum Endpoint: Sendable, Equatable {
     }
     /// `/_node/{node}/...`: the node name as written (`_local` or the real name) and what is asked.
     case node(String, NodeResource)
+    /// `/_utils/...`: a file of the admin page, by its decoded path segments (empty: the folder).
+    case utils([String])
 
     public enum ServerResource: String, Sendable, CaseIterable {
         case root = ""
@@ -111,6 +115,12 @@ public enum Endpoint: Sendable, Equatable {
         case purge = "_purge"
         case purgedInfosLimit = "_purged_infos_limit"
         case purgedInfos = "_purged_infos"
+        case viewCleanup = "_view_cleanup"
+        case allDocumentsQueries = "_all_docs/queries"
+        case designDocumentsQueries = "_design_docs/queries"
+        case find = "_find"
+        case explain = "_explain"
+        case index = "_index"
         case localDocuments = "_local_docs"
     }
 
@@ -134,6 +144,10 @@ public enum Endpoint: Sendable, Equatable {
         }
         if decoded[0] == "_scheduler" {
             self = .scheduler(try Self.schedulerResource(Array(decoded.dropFirst())))
+            return
+        }
+        if decoded[0] == "_utils" {
+            self = .utils(Array(decoded.dropFirst()))
             return
         }
         if decoded[0] == "_node" {
@@ -164,8 +178,13 @@ public enum Endpoint: Sendable, Equatable {
             self = .document(database, try DocumentID.validated(([second] + rest).joined(separator: "/")))
         case _ where second.hasPrefix(DocumentID.designPrefix):
             self = Self.documentOrAttachment(database, try DocumentID.validated(second), Array(rest))
+        // `POST /db/_compact/ddoc` compacts the design document's index.
+        case "_compact" where rest.count == 1:
+            self = .designResource(database, DocumentID(DocumentID.designPrefix + rest[rest.startIndex]), "_compact")
+        case "_index" where !rest.isEmpty:
+            self = .index(database, Array(rest))
         case _ where second.hasPrefix("_"):
-            guard let resource = DatabaseResource(rawValue: second), rest.isEmpty else {
+            guard let resource = DatabaseResource(rawValue: ([second] + rest).joined(separator: "/")) else {
                 throw CouchError(.illegalDocumentID, "Only reserved document ids may start with underscore.")
             }
             self = .databaseResource(database, resource)
@@ -220,7 +239,8 @@ public enum Endpoint: Sendable, Equatable {
         case .databaseResource(_, let resource): .databaseResource(resource)
         case .document(_, let id): id.isLocal ? .localDocument : .document
         case .attachment: .attachment
-        case .designResource: .designResource
+        case .designResource(_, _, let resource): DesignFunctionRoute(rawValue: resource).map { .designFunction($0) } ?? .designResource
+        case .index: .index
         case .partition: .partition
         case .scheduler(let resource):
             switch resource {
@@ -231,14 +251,16 @@ public enum Endpoint: Sendable, Equatable {
             case .pending: .scheduler(.pending)
             }
         case .node(_, let resource): .node(resource.route)
+        case .utils: .utils
         }
     }
 
     public var databaseName: DatabaseName? {
         switch self {
-        case .server, .scheduler, .node: nil
+        case .server, .scheduler, .node, .utils: nil
         case .database(let name), .databaseResource(let name, _), .document(let name, _),
-             .attachment(let name, _, _), .designResource(let name, _, _), .partition(let name, _, _): name
+             .attachment(let name, _, _), .designResource(let name, _, _), .index(let name, _),
+             .partition(let name, _, _): name
         }
     }
 }
@@ -252,8 +274,12 @@ enum RouteKey: Hashable, Sendable {
     case localDocument
     case attachment
     case designResource
+    /// `_show`, `_list`, `_update`, `_rewrite` (see `DesignFunctionRequest`).
+    case designFunction(DesignFunctionRoute)
+    case index
     case partition
     case scheduler(SchedulerRoute)
+    case utils
 
     enum SchedulerRoute: Hashable, Sendable {
         case jobs, job, documents, document, pending

@@ -11,6 +11,8 @@ public struct HTTPRequest: Sendable {
     public var body: [UInt8]
     /// Where the body went instead of `body`, for uploads streamed as they arrive.
     public var bodySink: RequestBodySink?
+    /// How many `_rewrite`s led to this request (CouchDB's `rewrite_limit` bounds it).
+    public var rewrites = 0
 
     public init(method: String, path: String, query: [(name: String, value: String)],
                 headers: [String: String], body: [UInt8], bodySink: RequestBodySink? = nil) {

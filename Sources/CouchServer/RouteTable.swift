@@ -40,7 +40,7 @@ enum RouteTable {
         .node(.system): [.GET: NodeStatisticsRoutes.getSystem],
         .node(.versions): [.GET: NodeStatisticsRoutes.getVersions],
         .node(.prometheus): [.GET: NodeStatisticsRoutes.getPrometheus],
-
+        .utils: [.GET: StaticFilesRoute.getFile],
 
         .database: [
             .GET: DatabaseRoutes.getDatabase,
@@ -62,6 +62,15 @@ enum RouteTable {
         .databaseResource(.purge): [.POST: PurgeRoutes.postPurge],
         .databaseResource(.purgedInfosLimit): [.GET: PurgeRoutes.getPurgedInfosLimit, .PUT: PurgeRoutes.putPurgedInfosLimit],
         .databaseResource(.purgedInfos): [.GET: PurgeRoutes.getPurgedInfos],
+        .databaseResource(.viewCleanup): [.POST: ViewRoutes.postViewCleanup],
+        .databaseResource(.allDocumentsQueries): [.POST: AllDocumentsRoute.postAllDocumentsQueries],
+        .databaseResource(.designDocumentsQueries): [.POST: AllDocumentsRoute.postDesignDocumentsQueries],
+        // `_view`, `_info`, and `_compact/ddoc` (ViewRoutes checks the method).
+        .designResource: Dictionary(uniqueKeysWithValues: HTTPMethod.allCases.map { ($0, ViewRoutes.handle) }),
+        .databaseResource(.find): [.POST: FindRoutes.postFind],
+        .databaseResource(.explain): [.POST: FindRoutes.postExplain],
+        .databaseResource(.index): [.GET: IndexRoutes.getIndexes, .POST: IndexRoutes.postIndex],
+        .index: [.DELETE: IndexRoutes.deleteIndex, .POST: IndexRoutes.postBulkDelete],
         .databaseResource(.localDocuments): [.GET: AllDocumentsRoute.getLocalDocuments, .POST: AllDocumentsRoute.postLocalDocuments],
         .partition: [.GET: PartitionRoutes.get, .POST: PartitionRoutes.post],
 
@@ -77,6 +86,10 @@ enum RouteTable {
             .PUT: AttachmentRoutes.putAttachment,
             .DELETE: AttachmentRoutes.deleteAttachment,
         ],
+        .designFunction(.show): [.GET: ShowRoute.show, .POST: ShowRoute.show],
+        .designFunction(.list): [.GET: ListRoute.list, .POST: ListRoute.list],
+        .designFunction(.update): Dictionary(uniqueKeysWithValues: HTTPMethod.allCases.map { ($0, UpdateRoute.update) }),
+        .designFunction(.rewrite): Dictionary(uniqueKeysWithValues: HTTPMethod.allCases.map { ($0, RewriteRoute.rewrite) }),
         .localDocument: [
             .GET: LocalDocumentRoutes.getLocalDocument,
             .PUT: LocalDocumentRoutes.putLocalDocument,

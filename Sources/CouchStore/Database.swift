@@ -71,6 +71,14 @@ public final class Database: @unchecked Sendable {
         String(path.dropLast(DatabaseManager.fileExtension.count)) + ".attachments"
     }
 
+    /// Where derived indexes of this database (views, Mango indexes) keep their files; removed
+    /// with the database.
+    public var indexDirectory: String { Self.indexDirectory(for: path) }
+
+    static func indexDirectory(for path: String) -> String {
+        String(path.dropLast(DatabaseManager.fileExtension.count)) + ".views"
+    }
+
     /// Changes whenever a design document may have been written (before and after its
     /// commit), so that what is derived from the design documents can tell it is stale.
     public var designGeneration: Int { settingsLock.withLock { designWrites } }

@@ -195,6 +195,7 @@ public final class DatabaseManager: @unchecked Sendable {
         // Open connections keep reading the unlinked file until they close.
         for suffix in ["", "-wal", "-shm"] { unlink(path + suffix) }
         try? FileManager.default.removeItem(atPath: Database.attachmentDirectory(for: path))
+        try? FileManager.default.removeItem(atPath: Database.indexDirectory(for: path))
         lock.unlock()
         database?.notifier.post(.databaseDeleted)
         updates.record(.deleted, name)

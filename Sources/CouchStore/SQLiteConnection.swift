@@ -4,13 +4,14 @@ import Logging
 
 /// A SQLite connection used by one thread at a time. Errors become
 /// `internal_server_error` at this boundary; the details go to the log, never to clients.
-final class SQLiteConnection {
+/// Public for the other stores of derived data (`CouchIndex`'s view indexes).
+public final class SQLiteConnection {
     private var handle: OpaquePointer?
     private var statements: [String: SQLiteStatement] = [:]
     let path: String
     static let logger = Logger(label: "couchette.sqlite")
 
-    init(path: String, readOnly: Bool = false, create: Bool = false) throws(CouchError) {
+    public init(path: String, readOnly: Bool = false, create: Bool = false) throws(CouchError) {
         self.path = path
         var flags = SQLITE_OPEN_NOMUTEX | (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE)
         if create { flags |= SQLITE_OPEN_CREATE }
@@ -37,7 +38,7 @@ final class SQLiteConnection {
 
     var lastErrorMessage: String { String(cString: sqlite3_errmsg(handle)) }
 
-    func execute(_ sql: String) throws(CouchError) {
+    public func execute(_ sql: String) throws(CouchError) {
         var error: UnsafeMutablePointer<CChar>?
         let code = sqlite3_exec(handle, sql, nil, nil, &error)
         if code != SQLITE_OK {
@@ -64,7 +65,7 @@ final class SQLiteConnection {
     }
 
     /// Runs `body` for every row of a query.
-    func query(_ sql: String, _ arguments: [SQLiteValue] = [], row body: (SQLiteStatement) throws -> Void) throws {
+    public func query(_ sql: String, _ arguments: [SQLiteValue] = [], row body: (SQLiteStatement) throws -> Void) throws {
         let statement = try statement(sql)
         try statement.bind(arguments)
         while try statement.step() {
@@ -75,14 +76,14 @@ final class SQLiteConnection {
 
     /// Runs a statement that returns no rows; prepared once and cached, so transaction
     /// control on hot paths (`BEGIN`, `SAVEPOINT`, `COMMIT`) is not parsed every time.
-    func run(_ sql: String, _ arguments: [SQLiteValue] = []) throws(CouchError) {
+    public func run(_ sql: String, _ arguments: [SQLiteValue] = []) throws(CouchError) {
         let statement = try statement(sql)
         try statement.bind(arguments)
         while try statement.step() {}
         statement.reset()
     }
 
-    func scalarInt(_ sql: String, _ arguments: [SQLiteValue] = []) throws(CouchError) -> Int? {
+    public func scalarInt(_ sql: String, _ arguments: [SQLiteValue] = []) throws(CouchError) -> Int? {
         let statement = try statement(sql)
         try statement.bind(arguments)
         defer { statement.reset() }
@@ -90,17 +91,17 @@ final class SQLiteConnection {
         return statement.int(0)
     }
 
-    var changes: Int { Int(sqlite3_changes(handle)) }
+    public var changes: Int { Int(sqlite3_changes(handle)) }
 }
 
-enum SQLiteValue {
+public enum SQLiteValue {
     case int(Int)
     case text(String)
     case blob([UInt8])
     case null
 
     /// The size of a blob or text value.
-    var byteCount: Int {
+    public var byteCount: Int {
         switch self {
         case .blob(let bytes): bytes.count
         case .text(let text): text.utf8.count
@@ -109,7 +110,7 @@ enum SQLiteValue {
     }
 }
 
-final class SQLiteStatement {
+public final class SQLiteStatement {
     private let pointer: OpaquePointer
     private unowned let connection: SQLiteConnection
 
@@ -126,7 +127,7 @@ final class SQLiteStatement {
 
     private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
 
-    func bind(_ values: [SQLiteValue]) throws(CouchError) {
+    public func bind(_ values: [SQLiteValue]) throws(CouchError) {
         for (offset, value) in values.enumerated() {
             let index = Int32(offset + 1)
             let code: Int32
@@ -156,7 +157,7 @@ final class SQLiteStatement {
     }
 
     /// Advances to the next row; false when done.
-    func step() throws(CouchError) -> Bool {
+    public func step() throws(CouchError) -> Bool {
         let code = sqlite3_step(pointer)
         switch code {
         case SQLITE_ROW: return true
@@ -171,20 +172,20 @@ final class SQLiteStatement {
         }
     }
 
-    func int(_ column: Int32) -> Int { Int(sqlite3_column_int64(pointer, column)) }
-    func isNull(_ column: Int32) -> Bool { sqlite3_column_type(pointer, column) == SQLITE_NULL }
-    func text(_ column: Int32) -> String {
+    public func int(_ column: Int32) -> Int { Int(sqlite3_column_int64(pointer, column)) }
+    public func isNull(_ column: Int32) -> Bool { sqlite3_column_type(pointer, column) == SQLITE_NULL }
+    public func text(_ column: Int32) -> String {
         guard let bytes = sqlite3_column_text(pointer, column) else { return "" }
         let count = Int(sqlite3_column_bytes(pointer, column))
         return String(decoding: UnsafeBufferPointer(start: bytes, count: count), as: UTF8.self)
     }
-    func blob(_ column: Int32) -> [UInt8] {
+    public func blob(_ column: Int32) -> [UInt8] {
         let count = Int(sqlite3_column_bytes(pointer, column))
         guard count > 0, let bytes = sqlite3_column_blob(pointer, column) else { return [] }
         return Array(UnsafeRawBufferPointer(start: bytes, count: count))
     }
     /// Appends a blob column to `output` without an intermediate array.
-    func appendBlob(_ column: Int32, to output: inout [UInt8]) {
+    public func appendBlob(_ column: Int32, to output: inout [UInt8]) {
         let count = Int(sqlite3_column_bytes(pointer, column))
         guard count > 0, let bytes = sqlite3_column_blob(pointer, column) else { return }
         output.append(contentsOf: UnsafeRawBufferPointer(start: bytes, count: count))

@@ -74,6 +74,10 @@ struct Serve: ParsableCommand {
     @Option(name: .customLong("idle-timeout"), help: "Seconds before an idle connection is closed (default 300; feeds waiting for changes excepted).")
     var idleTimeout: Int?
 
+    @Option(name: .customLong("public-dir"),
+            help: "The admin page's files, served at /_utils/ (default: Public/ next to the binary, ../share/couchette/Public, or the source tree's).")
+    var publicDirectory: String?
+
     func validate() throws {
         if let port { guard (0...65535).contains(port) else { throw ValidationError("--port must be between 0 and 65535") } }
         if let threads { guard threads > 0 else { throw ValidationError("--threads must be positive") } }
@@ -176,6 +180,7 @@ struct Serve: ParsableCommand {
         pin(maximumConnections, "couchette/max_connections")
         pin(idleTimeout, "couchette/idle_timeout")
         pin(logLevel, "log/level")
+        pin(publicDirectory, "couchette/public_dir")
         configuration.pinnedKeys = pinned
         if let logLevel { configuration.logLevel = logLevel }
         if let port { configuration.listener.port = port }
@@ -193,6 +198,7 @@ struct Serve: ParsableCommand {
         if let maximumRequestSize { configuration.listener.maximumBodySize = maximumRequestSize }
         if let maximumConnections { configuration.listener.connectionLimit = maximumConnections }
         if let idleTimeout { configuration.listener.idleTimeoutSeconds = idleTimeout }
+        if let publicDirectory { configuration.publicDirectory = publicDirectory }
         try configuration.validate()
         return configuration
     }

@@ -147,4 +147,27 @@ import Testing
             return counts == (11, 11)
         })
     }
+
+    @Test func maxJobsSetThroughConfigTakesEffectWithoutARestart() async throws {
+        let a = try TestServer()
+        defer { a.stop() }
+        try await a.call("PUT", "/source")
+        try await a.fill("source", count: 3)
+        for name in ["first", "second"] {
+            try await a.call("PUT", "/_replicator/\(name)", body: [
+                "source": "source", "target": JSONValue(name), "create_target": true, "continuous": true,
+            ])
+        }
+        #expect(try await eventually { [try await state(a, "first"), try await state(a, "second")] == ["running", "running"] })
+
+        let old = try await a.call("PUT", "/_node/_local/_config/replicator/max_jobs", body: "1")
+        #expect(old.status == 200)
+        #expect(try await eventually {
+            let states = [try await state(a, "first"), try await state(a, "second")]
+            return states.compactMap { $0 }.sorted() == ["pending", "running"]
+        })
+
+        try await a.call("DELETE", "/_node/_local/_config/replicator/max_jobs")
+        #expect(try await eventually { [try await state(a, "first"), try await state(a, "second")] == ["running", "running"] })
+    }
 }

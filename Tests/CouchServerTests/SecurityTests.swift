@@ -188,9 +188,13 @@ import Testing
         case .localDocument: return "/secured/_local/walk"
         case .attachment: return "/secured/walk-doc/file.txt"
         case .designResource: return "/secured/_design/walk/_view/v"
+        case .designFunction(let function): return "/secured/_design/walk/" + function.rawValue + "/f"
+        case .index: return "/secured/_index/walk/json/name"
         case .partition: return "/secured/_partition/walk/_all_docs"
         // Server-level: admin-only whatever the database's `_security`.
         case .scheduler: return nil
+        // The admin page's files are public (tested in StaticFilesTests).
+        case .utils: return nil
         }
     }
 

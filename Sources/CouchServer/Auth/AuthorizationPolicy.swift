@@ -56,9 +56,10 @@ enum AuthorizationPolicy {
         case .databaseResource(let resource):
             switch resource {
             case .allDocuments, .designDocuments, .bulkDocuments, .bulkGet, .changes,
-                 .revisionsDifference, .missingRevisions, .ensureFullCommit, .localDocuments:
+                 .revisionsDifference, .missingRevisions, .ensureFullCommit, .allDocumentsQueries, .designDocumentsQueries,
+                 .localDocuments:
                 return .member
-            case .compact:
+            case .compact, .viewCleanup:
                 return .databaseAdminToCompact
             case .revisionsLimit, .security:
                 return method == .PUT ? .databaseAdmin : .member
@@ -67,9 +68,20 @@ enum AuthorizationPolicy {
                 return .databaseAdmin
             case .purgedInfosLimit, .purgedInfos:
                 return method == .PUT ? .databaseAdmin : .member
+            // Queries read as `_all_docs` does (documents a user may not see are left out);
+            // creating an index writes a design document, which checks for an admin.
+            case .find, .explain, .index:
+                return .member
             }
-        case .document, .attachment, .localDocument, .designResource, .partition:
+        // Deleting an index rewrites its design document.
+        case .index:
+            return .databaseAdmin
+        // A rewritten request is authorized again where it lands.
+        case .document, .attachment, .localDocument, .designResource, .designFunction, .partition:
             return .member
+        // The admin page's files are public, as Fauxton's are: what it shows comes from the API.
+        case .utils:
+            return .anyone
         // Jobs name their peers and documents; CouchDB's `_scheduler` is for server admins.
         case .scheduler(let resource):
             switch resource {
@@ -96,6 +108,7 @@ enum AuthorizationPolicy {
         case .databaseResource(let database, let resource) where database.isSystem:
             switch (database.rawValue, resource) {
             case ("_users", .allDocuments), ("_users", .changes), ("_replicator", .allDocuments), ("_replicator", .changes),
+                 ("_users", .allDocumentsQueries), ("_replicator", .allDocumentsQueries), ("_users", .designDocumentsQueries),
                  ("_users", .localDocuments), ("_replicator", .localDocuments):
                 return .serverAdmin
             // Stricter than CouchDB, which filters each document of these per user:
@@ -114,7 +127,10 @@ enum AuthorizationPolicy {
         case .database(let database) where database == UsersDatabase.name && (method == .GET || method == .HEAD):
             // Its information counts the users (POST, a sign-up, follows the document rules).
             return .serverAdmin
-        case .server, .database, .databaseResource, .designResource, .scheduler, .node, .partition:
+        // `POST /db/_compact/ddoc` is compaction, for database admins as `_compact`.
+        case .designResource(_, _, "_compact"):
+            return .databaseAdminToCompact
+        case .server, .database, .databaseResource, .designResource, .scheduler, .node, .index, .utils, .partition:
             return base
         }
     }

@@ -123,61 +123,20 @@ struct ChangesOptions: Sendable {
     private static func designFilter(_ name: String, context: RouteContext, body: JSONObject?) throws -> ChangeFilter? {
         let database = try context.database()
         let functions = context.server.functions
-        let request = context.request
-        var req = FilterRequest(path: request.path.split(separator: "/").compactMap {
-            PercentDecoding.decode($0, plusIsSpace: false)
-        }, user: context.user)
-        req.method = request.method
-        var query = JSONObject()
-        for parameter in request.query { query[parameter.name] = JSONValue(parameter.value) }
-        req.query = query
-        var headers = JSONObject()
-        for (name, value) in request.headers.sorted(by: { $0.key < $1.key }) { headers[Self.headerName(name)] = JSONValue(value) }
-        req.headers = headers
-        if request.method == "POST" { req.body = String(decoding: request.body, as: UTF8.self) }
-        if let cookies = request.header("cookie") {
-            var parsed = JSONObject()
-            for pair in cookies.split(separator: ";") {
-                let parts = pair.split(separator: "=", maxSplits: 1)
-                if parts.count == 2 { parsed[parts[0].trimmingWhitespace()] = JSONValue(String(parts[1])) }
-            }
-            req.cookie = parsed
-        }
-        if request.contentType == "application/x-www-form-urlencoded" {
-            var form = JSONObject()
-            for pair in String(decoding: request.body, as: UTF8.self).split(separator: "&") {
-                let parts = pair.split(separator: "=", maxSplits: 1)
-                guard let key = PercentDecoding.decode(parts[0], plusIsSpace: true) else { continue }
-                form[key] = JSONValue(parts.count == 2 ? (PercentDecoding.decode(parts[1], plusIsSpace: true) ?? "") : "")
-            }
-            req.form = form
-        }
+        let req = context.functionRequestFields(id: nil)
         let filter = try functions.filter(name, in: database,
                                           request: req.json(database: database, securityObject: functions.securityObject(of: database)))
         return DesignFunctionFilter(filter: filter)
     }
 
-    /// Header names as CouchDB's `req.headers` shows them (`Content-Type`).
-    private static func headerName(_ name: String) -> String {
-        name.split(separator: "-", omittingEmptySubsequences: false).map { $0.prefix(1).uppercased() + $0.dropFirst() }
-            .joined(separator: "-")
-    }
-
-    /// `filter=_view&view=ddoc/view`: CouchDB's 404 for a missing design document or view;
-    /// running the view's map function awaits views.
+    /// `filter=_view&view=ddoc/view`: documents the view's map function emits for;
+    /// CouchDB's 400 without `view`, 404 for a missing design document or view.
     private static func viewFilter(_ context: RouteContext) throws -> ChangeFilter? {
-        guard let view = context.request.queryValue("view"), !view.isEmpty else {
-            throw CouchError.badRequest("`view` filter parameter is not provided.")
-        }
-        let parts = view.split(separator: "/", maxSplits: 1)
-        guard parts.count == 2 else {
-            throw CouchError.badRequest("`view` must be of the form `designname/viewname`")
-        }
-        let id = DocumentID(DocumentID.designPrefix + parts[0])
-        guard let design = try context.server.functions.designDocuments(try context.database()).first(where: { $0.id == id }) else {
-            throw CouchError.notFound("missing")
-        }
-        if let missing = design.missingKey("views", String(parts[1])) { throw CouchError.notFound(missing) }
-        throw CouchError(.notImplemented, "filter=_view needs views, which Couchette does not build yet")
+        let database = try context.database()
+        let functions = context.server.functions
+        let req = context.functionRequestFields(id: nil)
+        let filter = try functions.filter("_view", in: database,
+                                          request: req.json(database: database, securityObject: functions.securityObject(of: database)))
+        return DesignFunctionFilter(filter: filter)
     }
 }

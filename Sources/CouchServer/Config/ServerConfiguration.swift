@@ -39,6 +39,9 @@ public struct ServerConfiguration: Sendable {
     public var functions = FunctionLimits()
     /// CouchDB's `[replicator]` `max_jobs`, `interval` (ms) and `max_churn`.
     public var replicator = ReplicationScheduler.Configuration()
+    /// `[couchette] public_dir` (`--public-dir`): the admin page's files, served at `/_utils/`;
+    /// nil looks for them where `PublicDirectory` says. Read at start.
+    public var publicDirectory: String?
 
     public init() {}
 
@@ -184,6 +187,7 @@ extension ServerConfiguration {
         if let header = file.value("x_forwarded_host", in: "chttpd", "httpd") { forwardedHostHeader = header }
         if let allowed = try bool("allow_jsonp", "chttpd", "httpd") { allowJSONP = allowed }
         if let threads = try int("threads", "couchette") { listener.threadCount = threads }
+        if let directory = file.value("public_dir", in: "couchette"), !directory.isEmpty { publicDirectory = directory }
         if let limit = try int("max_connections", "couchette") { listener.connectionLimit = limit }
         if let seconds = try int("idle_timeout", "couchette") { listener.idleTimeoutSeconds = seconds }
         if let seconds = try int("header_timeout", "couchette") { listener.headerTimeoutSeconds = Double(max(1, seconds)) }

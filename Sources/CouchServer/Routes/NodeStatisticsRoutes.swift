@@ -134,7 +134,7 @@ enum NodeStatisticsRoutes {
         return .json(200, [
             "couchette": ["version": JSONValue(ServerInfo.version), "couchdb_api": JSONValue(ServerInfo.couchDBVersion)],
             "sqlite": ["version": JSONValue(DatabaseManager.sqliteVersion)],
-            "collation_driver": ["name": "unicode-scalars"],
+            "collation_driver": ["name": "libicu", "library_version": JSONValue(Collation.icuVersion)],
             "javascript_engine": ["name": "javascriptcore"],
         ])
     }

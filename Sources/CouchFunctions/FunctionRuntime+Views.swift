@@ -1,0 +1,191 @@
+import CJavaScriptCore
+import CouchCore
+import CouchStore
+import Logging
+
+/// One view of a design document: its name, map source and reduce (a built-in name such as
+/// `_sum`, or JavaScript), as the index engine needs them.
+public struct ViewFunctions: Sendable, Equatable {
+    public let name: String
+    public let map: String
+    public let reduce: String?
+}
+
+extension DesignDocument {
+    /// The design document's members as a JSON object (with `_id` and `_rev`).
+    public var body: JSONObject {
+        (try? JSONValue.parse(json))?.objectValue ?? JSONObject()
+    }
+
+    /// The views with a map function, in the document's order; none when the language is not
+    /// JavaScript (a Mango index's `"language": "query"` is not run here).
+    public var views: [ViewFunctions] {
+        let body = self.body
+        guard (body["language"]?.stringValue ?? "javascript") == "javascript" else { return [] }
+        return (body["views"]?.objectValue ?? JSONObject()).compactMap { member -> ViewFunctions? in
+            guard let map = member.value["map"]?.stringValue else { return nil }
+            return ViewFunctions(name: member.key, map: map, reduce: member.value["reduce"]?.stringValue)
+        }
+    }
+
+    /// A view's members for CouchDB's 404s: `missing json key: views`, then the view's name.
+    public func missingView(_ name: String) -> String? { missingKey("views", name) }
+
+    /// The cache key of a view's map or reduce function in this revision.
+    public func viewFunctionKey(_ name: String, reduce: Bool, database: DatabaseName) -> String {
+        key(reduce ? .reduce : .map, name, database: database)
+    }
+
+    /// The design document's JSON: `this` of its functions.
+    public var jsonBytes: [UInt8] { json }
+}
+
+private let viewLogger = Logger(label: "couchette.views")
+
+/// Map and reduce on the runtime's contexts, for the index engine (`CouchIndex`).
+extension FunctionRuntime {
+    /// A map function to run: its cache key (`DesignDocument.viewFunctionKey`) and source.
+    public typealias MapFunction = (key: String, source: String)
+
+    /// Runs every map function over every document in one entry into the engine. Answers,
+    /// per document, per function, its `[key, value]` pairs; a function that throws on a
+    /// document emits nothing for it (logged, as CouchDB does) and the others still run.
+    /// `documents` are JSON objects as map functions see them.
+    public func map(_ functions: [MapFunction], design: [UInt8], documents: [[UInt8]]) throws(CouchError) -> [[[(key: JSONValue, value: JSONValue)]]] {
+        guard !documents.isEmpty else { return [] }
+        var batch: [UInt8] = [UInt8(ascii: "[")]
+        batch.reserveCapacity(documents.reduce(2) { $0 + $1.count + 1 })
+        for (index, document) in documents.enumerated() {
+            if index > 0 { batch.append(UInt8(ascii: ",")) }
+            batch += document
+        }
+        batch.append(UInt8(ascii: "]"))
+        let result: JSONValue? = try run { context in
+            let driver = try context.function("__couchette/mapBatch", source: Self.mapDriver, designDocument: nil)
+            var compiled: [JSObjectRef] = []
+            for function in functions {
+                compiled.append(try context.function(function.key, source: function.source, designDocument: design))
+            }
+            let list = context.array(compiled)
+            let values = [list, context.value(json: batch), context.value(json: functions.count > 1 ? Array("true".utf8) : Array("false".utf8))]
+                .map(context.retain)
+            defer { values.forEach(context.release) }
+            do {
+                return context.json(try context.call(driver, arguments: values))
+            } catch let thrown as ScriptThrow {
+                throw context.scriptError(thrown.value)
+            }
+        }
+        guard case .array(let perDocument)? = result, perDocument.count == documents.count else {
+            throw CouchError.internalError("map batch answered no result")
+        }
+        return perDocument.enumerated().map { index, entry in
+            let perFunction = entry.arrayValue ?? []
+            return (0..<functions.count).map { position -> [(key: JSONValue, value: JSONValue)] in
+                guard position < perFunction.count else { return [] }
+                switch perFunction[position] {
+                case .array(let pairs):
+                    return pairs.compactMap { pair in
+                        guard case .array(let items) = pair, items.count == 2 else { return nil }
+                        return (items[0], items[1])
+                    }
+                case .object(let failure):
+                    let id = (try? JSONValue.parse(documents[index]))?["_id"]?.stringValue ?? "?"
+                    viewLogger.info("map function raised exception (\(failure["error"]?.stringValue ?? "error")) with doc._id \(id)")
+                    return []
+                default:
+                    return []
+                }
+            }
+        }
+    }
+
+    /// Runs a JavaScript reduce (or rereduce) over `keys` (`[[key, docid], ...]`, null when
+    /// rereducing) and `values`; its result.
+    public func reduce(key: String, source: String, design: [UInt8], keys: [UInt8], values: [UInt8],
+                       rereduce: Bool) throws(CouchError) -> JSONValue {
+        try run { context in
+            let driver = try context.function("__couchette/reduce", source: Self.reduceDriver, designDocument: nil)
+            let function = try context.function(key, source: source, designDocument: design)
+            let arguments = [function, context.value(json: keys), context.value(json: values),
+                             context.value(json: Array((rereduce ? "true" : "false").utf8))].map(context.retain)
+            defer { arguments.forEach(context.release) }
+            do {
+                guard case .array(let wrapped)? = context.json(try context.call(driver, arguments: arguments)),
+                      let first = wrapped.first else { return .null }
+                return first
+            } catch let thrown as ScriptThrow {
+                throw context.scriptError(thrown.value)
+            }
+        }
+    }
+
+    /// `filter=_view` with `view=ddoc/name` in the request's query: a document passes when
+    /// the view's map function emits for it (a function that throws on it: it does not).
+    /// CouchDB's 400 without `view`, 404s for a missing design document or view.
+    func viewFilter(in database: Database, request: JSONValue) throws(CouchError) -> DocumentFilter {
+        guard let view = request["query"]?["view"]?.stringValue, !view.isEmpty else {
+            throw CouchError.badRequest("`view` filter parameter is not provided.")
+        }
+        let parts = view.split(separator: "/", maxSplits: 1)
+        guard parts.count == 2 else { throw CouchError.badRequest("`view` must be of the form `designname/viewname`") }
+        let id = DocumentID(DocumentID.designPrefix + parts[0])
+        guard let design = try designDocuments(database).first(where: { $0.id == id }) else { throw CouchError.notFound("missing") }
+        if let missing = design.missingKey("views", String(parts[1])) { throw CouchError.notFound(missing) }
+        guard let map = design.views.first(where: { $0.name == parts[1] })?.map else { throw CouchError.notFound("missing") }
+        // The map function inlined in a filter: its `emit` is the filter's local one.
+        let source = """
+            function(doc, req) { var __emitted = false; function emit() { __emitted = true; }
+              try { (\(map)).call(this, doc); } catch (error) { return false; }
+              return __emitted; }
+            """
+        let key = design.key(.map, String(parts[1]), database: database.name) + "/as-filter"
+        return DocumentFilter(runtime: self, implementation: .script(key: key, source: source, design: design.json),
+                              request: request)
+    }
+
+    /// Calls each function on each document with `emit` collecting its rows; a function's
+    /// rows for a document are `{"error"}` when it threw (its rows before the throw are
+    /// dropped, as couchjs drops them). Documents are sealed when several functions share
+    /// them, so one view cannot change what the next sees.
+    static let mapDriver = #"""
+        function(funs, docs, seal) {
+          function freeze(value) {
+            if (value !== null && typeof value == "object" && !Object.isFrozen(value)) {
+              Object.freeze(value);
+              for (var k in value) { freeze(value[k]); }
+            }
+          }
+          var out = [];
+          for (var i = 0; i < docs.length; i++) {
+            var doc = docs[i], results = [];
+            if (seal) { freeze(doc); }
+            for (var j = 0; j < funs.length; j++) {
+              __couchette.emitted = [];
+              try {
+                funs[j](doc);
+                results.push(__couchette.emitted);
+              } catch (error) {
+                if (error == "fatal_error") { throw error; }
+                results.push({error: String(error && error.message ? error.name + ": " + error.message : toJSON(error))});
+              }
+            }
+            out.push(results);
+          }
+          __couchette.emitted = [];
+          return out;
+        }
+        """#
+
+    static let reduceDriver = #"""
+        function(fun, keys, values, rereduce) { return [fun(keys, values, rereduce)]; }
+        """#
+}
+
+extension ScriptContext {
+    /// A JavaScript array of `objects`.
+    func array(_ objects: [JSObjectRef]) -> JSValueRef? {
+        let values: [JSValueRef?] = objects.map { $0 }
+        return values.withUnsafeBufferPointer { JSObjectMakeArray(context, $0.count, $0.baseAddress, nil) }
+    }
+}

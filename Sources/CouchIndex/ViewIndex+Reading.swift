@@ -1,0 +1,133 @@
+import CouchCore
+import CouchStore
+
+/// A key range of a view, as CouchDB's query parameters give it: `startkey`/`endkey` with
+/// `startkey_docid`/`endkey_docid`, `inclusive_end`, `descending` (then the start is the
+/// high end). A nil key is open on that side.
+public struct ViewRange: Sendable {
+    public var startKey: JSONValue?
+    public var startDocID: String?
+    public var endKey: JSONValue?
+    public var endDocID: String?
+    public var inclusiveEnd = true
+    public var descending = false
+
+    public init() {}
+
+    /// Exactly the rows whose key collates equal to `key`.
+    public static func key(_ key: JSONValue, descending: Bool = false) -> ViewRange {
+        var range = ViewRange()
+        range.startKey = key
+        range.endKey = key
+        range.descending = descending
+        return range
+    }
+}
+
+/// A row of a view: its document, key and value as JSON text (as emitted), and where it
+/// stands (to page after it).
+public struct ViewRow: Sendable {
+    public let id: DocumentID
+    public let keyJSON: [UInt8]
+    public let valueJSON: [UInt8]
+    public let position: ViewPosition
+
+    public var key: JSONValue { (try? JSONValue.parse(keyJSON)) ?? .null }
+    public var value: JSONValue { (try? JSONValue.parse(valueJSON)) ?? .null }
+}
+
+/// A row's place in its view's order; `rows(after:)` continues past it.
+public struct ViewPosition: Sendable {
+    /// The row's key as `Collation.sortKey` encodes it (equal keys, equal bytes).
+    public let sortKey: [UInt8]
+    let docID: String
+    let dup: Int
+}
+
+extension ViewIndex {
+    /// Rows of `view` within `range`, in its direction, past `after` (a previous page's last
+    /// row), skipping `skip`, at most `limit`.
+    public func rows(view: Int, range: ViewRange, after: ViewPosition? = nil, skip: Int = 0,
+                     limit: Int) throws(CouchError) -> [ViewRow] {
+        guard limit > 0 else { return [] }
+        var (conditions, arguments) = Self.conditions(view: view, range: range)
+        if let after {
+            conditions.append(range.descending ? "(key, doc_id, dup) < (?, ?, ?)" : "(key, doc_id, dup) > (?, ?, ?)")
+            arguments += [.blob(after.sortKey), .text(after.docID), .int(after.dup)]
+        }
+        let order = range.descending ? "DESC" : "ASC"
+        let sql = "SELECT key, doc_id, dup, key_json, value FROM rows WHERE \(conditions.joined(separator: " AND "))"
+            + " ORDER BY key \(order), doc_id \(order), dup \(order) LIMIT ? OFFSET ?"
+        arguments += [.int(limit), .int(max(0, skip))]
+        return try withReader { connection in
+            var rows: [ViewRow] = []
+            try connection.query(sql, arguments) { row in
+                let id = row.text(1)
+                rows.append(ViewRow(id: DocumentID(id), keyJSON: row.blob(3), valueJSON: row.blob(4),
+                                    position: ViewPosition(sortKey: row.blob(0), docID: id, dup: row.int(2))))
+            }
+            return rows
+        }
+    }
+
+    /// How many rows of `view` lie within `range`.
+    public func count(view: Int, range: ViewRange) throws(CouchError) -> Int {
+        let (conditions, arguments) = Self.conditions(view: view, range: range)
+        return try withReader {
+            try $0.scalarInt("SELECT count(*) FROM rows WHERE \(conditions.joined(separator: " AND "))", arguments) ?? 0
+        }
+    }
+
+    /// How many rows of `view` come before `range` in its direction (CouchDB's `offset`).
+    public func offset(view: Int, range: ViewRange) throws(CouchError) -> Int {
+        guard let start = range.startKey else { return 0 }
+        let key = Collation.sortKey(start)
+        let condition: String
+        var arguments: [SQLiteValue] = [.int(view), .blob(key)]
+        switch (range.descending, range.startDocID) {
+        case (false, nil): condition = "key < ?"
+        case (true, nil): condition = "key > ?"
+        case (false, let id?):
+            condition = "(key, doc_id) < (?, ?)"
+            arguments.append(.text(id))
+        case (true, let id?):
+            condition = "(key, doc_id) > (?, ?)"
+            arguments.append(.text(id))
+        }
+        return try withReader {
+            try $0.scalarInt("SELECT count(*) FROM rows WHERE view = ? AND \(condition)", arguments) ?? 0
+        }
+    }
+
+    /// SQL conditions selecting `range` of `view` (each a B-tree bound on the primary key).
+    static func conditions(view: Int, range: ViewRange) -> ([String], [SQLiteValue]) {
+        var conditions = ["view = ?"]
+        var arguments: [SQLiteValue] = [.int(view)]
+        func bound(_ key: JSONValue?, _ id: String?, _ keyOnly: String, _ withID: String) {
+            guard let key else { return }
+            arguments.append(.blob(Collation.sortKey(key)))
+            if let id {
+                conditions.append(withID)
+                arguments.append(.text(id))
+            } else {
+                conditions.append(keyOnly)
+            }
+        }
+        if range.descending {
+            bound(range.startKey, range.startDocID, "key <= ?", "(key, doc_id) <= (?, ?)")
+            if range.inclusiveEnd {
+                bound(range.endKey, range.endDocID, "key >= ?", "(key, doc_id) >= (?, ?)")
+            } else {
+                bound(range.endKey, range.endDocID, "key > ?", "(key, doc_id) > (?, ?)")
+            }
+        } else {
+            bound(range.startKey, range.startDocID, "key >= ?", "(key, doc_id) >= (?, ?)")
+            if range.inclusiveEnd {
+                bound(range.endKey, range.endDocID, "key <= ?", "(key, doc_id) <= (?, ?)")
+            } else {
+                bound(range.endKey, range.endDocID, "key < ?", "(key, doc_id) < (?, ?)")
+            }
+        }
+        return (conditions, arguments)
+    }
+}

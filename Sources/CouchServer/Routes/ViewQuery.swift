@@ -1,0 +1,249 @@
+import CouchCore
+import CouchFunctions
+import CouchIndex
+import CouchStore
+
+/// One view query, ready to answer: the index brought up to date as `update` asks, the head
+/// (`total_rows`, `offset`, `update_seq`) known, rows produced a page at a time as JSON
+/// (`{"id","key","value"[,"doc"]}` for a map query, `{"key","value"}` for a reduce). The
+/// view route streams it; `_list` reads it row by row.
+final class ViewQuery: @unchecked Sendable {
+    let isReduce: Bool
+    /// `total_rows` and `offset` (map queries only).
+    let totalRows: Int?
+    let offset: Int?
+    /// The index's sequence when `update_seq=true` was asked.
+    let updateSequence: Int?
+
+    private let database: Database
+    private let index: ViewIndex
+    private let view: Int
+    private let options: ViewQueryOptions
+    private let render: DocumentRenderOptions
+    private var reducer: (() -> ViewReducer?)?
+    private var ranges: [ViewRange]
+    private var rangeIndex = 0
+    private var after: ViewPosition?
+    private var skip: Int
+    private var remaining: Int
+    private var reduced: [[UInt8]]?
+    private static let pageSize = 500
+
+    /// Opens `viewName` of `design` for `options`: CouchDB's 404 for a missing view, 400s for
+    /// parameters the view does not allow.
+    init(context: RouteContext, database: Database, design: DesignDocument, viewName: String,
+         options given: ViewQueryOptions) throws {
+        let views = JavaScriptViews(design: design, database: database.name, runtime: context.server.functions)
+        guard let position = views.views.firstIndex(where: { $0.name == viewName }) else {
+            throw CouchError.notFound("missing_named_view")
+        }
+        let functions = views.views[position]
+        var options = given
+        try options.validate(viewReduces: functions.reduce != nil)
+        self.options = options
+        self.database = database
+        view = position
+        index = try context.server.indexes.index(for: views.definition, in: database)
+        switch options.update {
+        case .yes: try index.update(from: database)
+        case .lazy: context.server.indexes.updateSoon(index, database: database)
+        case .no: break
+        }
+        var render = DocumentRenderOptions()
+        render.conflicts = options.conflicts ?? false
+        render.attachments = try AttachmentRenderOptions(context, store: database.attachments)
+        if options.attachments { render.attachments.mode = .data }
+        if options.attachmentEncodingInfo { render.attachments.encodingInfo = true }
+        self.render = render
+        isReduce = options.reduces(viewReduces: functions.reduce != nil)
+        ranges = Self.keysOrRange(options)
+        skip = options.skip
+        remaining = options.limit ?? Int.max
+        updateSequence = options.updateSequence ? index.updateSequence : nil
+        if isReduce, let source = functions.reduce {
+            let runtime = context.server.functions
+            guard ViewReducer(reduce: source, design: design, view: viewName, database: database.name, runtime: runtime) != nil else {
+                throw CouchError(.queryParseError, "Unknown built-in reduce function: \(source)")
+            }
+            reducer = { ViewReducer(reduce: source, design: design, view: viewName, database: database.name, runtime: runtime) }
+            totalRows = nil
+            offset = nil
+            // Reduced here, so a reduce that fails answers its error with its status.
+            reduced = try reduceRows()
+        } else {
+            let index = self.index
+            let total = try index.totalRows(view: position)
+            totalRows = total
+            let first = Self.keysOrRange(options).first
+            let before = try first.map { range throws(CouchError) in try index.offset(view: position, range: range) } ?? 0
+            offset = min(total, before + options.skip)
+        }
+    }
+
+    /// One range per key of `keys`, else the query's range.
+    private static func keysOrRange(_ options: ViewQueryOptions) -> [ViewRange] {
+        guard let keys = options.keys else { return [options.range] }
+        return keys.map { ViewRange.key($0, descending: options.range.descending) }
+    }
+
+    /// The JSON before the rows: `{"total_rows":N,"offset":M[,"update_seq":S],"rows":[`.
+    var prelude: [UInt8] {
+        var text = "{"
+        if let totalRows, let offset { text += #""total_rows":\#(totalRows),"offset":\#(offset),"# }
+        if let updateSequence { text += #""update_seq":\#(UpdateSequence(updateSequence).json.serializedString()),"# }
+        return Array((text + #""rows":["#).utf8)
+    }
+
+    /// The next rows, or nil when there are no more.
+    func nextRows() throws -> [[UInt8]]? {
+        if isReduce {
+            if reduced == nil { reduced = try reduceRows() }
+            guard let rows = reduced, !rows.isEmpty else { return nil }
+            reduced = []
+            return rows
+        }
+        while rangeIndex < ranges.count, remaining > 0 {
+            let range = ranges[rangeIndex]
+            if skip > 0, ranges.count > 1, after == nil {
+                // Several ranges (`keys`): a range shorter than what is left to skip is passed whole.
+                let count = try index.count(view: view, range: range)
+                if count <= skip {
+                    skip -= count
+                    rangeIndex += 1
+                    continue
+                }
+            }
+            let wanted = min(Self.pageSize, remaining)
+            let page = try index.rows(view: view, range: range, after: after, skip: skip, limit: wanted)
+            skip = 0
+            if page.count < wanted {
+                rangeIndex += 1
+                after = nil
+            } else {
+                after = page.last?.position
+            }
+            guard !page.isEmpty else { continue }
+            remaining -= page.count
+            return try render(page)
+        }
+        return nil
+    }
+
+    // MARK: Map rows
+
+    private func render(_ page: [ViewRow]) throws -> [[UInt8]] {
+        var documents: [Int: [UInt8]] = [:]
+        if options.includeDocs { documents = try linkedDocuments(page) }
+        return page.enumerated().map { position, row in
+            var output: [UInt8] = Array(#"{"id":"#.utf8)
+            JSONWriter.appendString(row.id.rawValue, to: &output)
+            output += Array(#","key":"#.utf8)
+            output += row.keyJSON
+            output += Array(#","value":"#.utf8)
+            output += row.valueJSON
+            if options.includeDocs {
+                output += Array(#","doc":"#.utf8)
+                output += documents[position] ?? Array("null".utf8)
+            }
+            output.append(UInt8(ascii: "}"))
+            return output
+        }
+    }
+
+    /// The documents of a page's rows (`include_docs`): the row's own, or the one its value
+    /// names with `_id` (and `_rev`), as CouchDB links them. Missing or deleted: none.
+    private func linkedDocuments(_ page: [ViewRow]) throws -> [Int: [UInt8]] {
+        var wanted: [(position: Int, id: DocumentID, revision: RevisionID?)] = []
+        for (position, row) in page.enumerated() {
+            if row.valueJSON.first == UInt8(ascii: "{"), case .object(let value) = row.value,
+               let linked = value["_id"]?.stringValue {
+                wanted.append((position, DocumentID(linked), value["_rev"]?.stringValue.flatMap(RevisionID.init)))
+            } else {
+                wanted.append((position, row.id, nil))
+            }
+        }
+        var documents: [Int: [UInt8]] = [:]
+        let plain = wanted.filter { $0.revision == nil }
+        let found = try database.documents(ids: plain.map(\.id), includeBodies: true, includeTree: render.conflicts)
+        for (entry, row) in zip(plain, found) {
+            guard let row, !row.isDeleted else { continue }
+            let revision = StoredRevision(id: row.id, revision: row.winner, isDeleted: false, body: row.body ?? [],
+                                          attachments: row.attachments)
+            let record = row.tree.map { DocumentRecord(id: row.id, sequence: row.sequence, tree: $0, winner: row.winner, isDeleted: false) }
+            documents[entry.position] = try DocumentJSON.render(revision, record: record, options: render)
+        }
+        for entry in wanted where entry.revision != nil {
+            guard let snapshot = try? database.document(entry.id, revision: entry.revision) else { continue }
+            documents[entry.position] = try DocumentJSON.render(snapshot.revision, record: snapshot.record, options: render)
+        }
+        return documents
+    }
+
+    // MARK: Reduce rows
+
+    /// Every group's row, in order, after `skip` and within `limit`.
+    private func reduceRows() throws -> [[UInt8]] {
+        guard let makeReducer = reducer else { return [] }
+        let level = try options.groupLevelSetting()
+        var output: [[UInt8]] = []
+        var skipGroups = options.skip
+        var limit = options.limit ?? Int.max
+        func emit(_ key: JSONValue, _ value: JSONValue) {
+            if skipGroups > 0 {
+                skipGroups -= 1
+                return
+            }
+            guard limit > 0 else { return }
+            limit -= 1
+            var row: [UInt8] = Array(#"{"key":"#.utf8)
+            key.write(to: &row)
+            row += Array(#","value":"#.utf8)
+            value.write(to: &row)
+            row.append(UInt8(ascii: "}"))
+            output.append(row)
+        }
+        for range in ranges where limit > 0 {
+            guard var reducer = makeReducer() else { return [] }
+            if level == .level(0), reducer.isCount {
+                let count = try index.count(view: view, range: range)
+                if count > 0 { emit(.null, JSONValue(count)) }
+                continue
+            }
+            var current: (sortKey: [UInt8], key: JSONValue)?
+            var after: ViewPosition?
+            while limit > 0 {
+                let page = try index.rows(view: view, range: range, after: after, limit: Self.pageSize)
+                for row in page {
+                    let groupKey: JSONValue
+                    let groupSortKey: [UInt8]
+                    switch level {
+                    case .exact:
+                        groupSortKey = row.position.sortKey
+                        groupKey = current?.sortKey == groupSortKey ? current!.key : row.key
+                    case .level(0):
+                        groupSortKey = []
+                        groupKey = .null
+                    case .level(let depth):
+                        let key = row.key
+                        if case .array(let items) = key, items.count > depth {
+                            groupKey = .array(Array(items.prefix(depth)))
+                        } else {
+                            groupKey = key
+                        }
+                        groupSortKey = Collation.sortKey(groupKey)
+                    }
+                    if let group = current, group.sortKey != groupSortKey {
+                        emit(group.key, try reducer.finish())
+                        reducer = makeReducer()!
+                    }
+                    current = (groupSortKey, groupKey)
+                    try reducer.add(key: row.keyJSON, id: row.id, value: row.valueJSON)
+                }
+                guard page.count == Self.pageSize else { break }
+                after = page.last?.position
+            }
+            if let group = current { emit(group.key, try reducer.finish()) }
+        }
+        return output
+    }
+}

@@ -1,0 +1,199 @@
+import CouchCore
+import CouchTestSupport
+import Foundation
+import Testing
+
+/// Views over real HTTP: map and reduce, CouchDB's parameters and errors, updates after
+/// writes, deletions, conflicts and purges, rebuilds only when the functions change.
+@Suite struct ViewRouteTests {
+    static let design = #"""
+        {"views": {
+          "by_type": {"map": "function(doc) { if (doc.type) emit(doc.type, doc.n); }", "reduce": "_sum"},
+          "by_n": {"map": "function(doc) { if (doc.n !== undefined) emit(doc.n, null); }", "reduce": "_count"},
+          "stats": {"map": "function(doc) { if (doc.n !== undefined) emit([doc.type, doc.n], doc.n); }", "reduce": "_stats"},
+          "js": {"map": "function(doc) { if (doc.n !== undefined) emit(doc.type, doc.n); }",
+                 "reduce": "function(keys, values, rereduce) { return sum(values) * (rereduce ? 1 : 1); }"},
+          "throws": {"map": "function(doc) { if (doc.n == 3) throw new Error('three'); emit(doc._id, doc._conflicts || null); }"}
+        }}
+        """#
+
+    private func server() throws -> TestServer {
+        let server = try TestServer()
+        try server.createDatabase("db")
+        try server.put("db", "_design/app", Self.design)
+        let documents = (1...6).map { #"{"_id":"d\#($0)","type":"\#($0 % 2 == 0 ? "even" : "odd")","n":\#($0)}"# }
+        let (status, _) = try server.json("POST", "/db/_bulk_docs", body: #"{"docs":[\#(documents.joined(separator: ","))]}"#)
+        #expect(status == 201)
+        return server
+    }
+
+    private func rows(_ json: JSONValue) -> [JSONValue] { json["rows"]?.arrayValue ?? [] }
+
+    @Test func mapQueriesHonourCouchDBsParameters() throws {
+        let server = try server()
+        defer { server.stop() }
+        var (status, json) = try server.json("GET", "/db/_design/app/_view/by_n?reduce=false")
+        #expect(status == 200)
+        #expect(json["total_rows"] == 6)
+        #expect(json["offset"] == 0)
+        #expect(rows(json).map { $0["id"] } == (1...6).map { JSONValue("d\($0)") })
+        (_, json) = try server.json("GET", "/db/_design/app/_view/by_n?reduce=false&startkey=2&endkey=4&inclusive_end=false")
+        #expect(rows(json).map { $0["key"] } == [2, 3])
+        #expect(json["offset"] == 1)
+        (_, json) = try server.json("GET", "/db/_design/app/_view/by_n?reduce=false&descending=true&skip=1&limit=2")
+        #expect(rows(json).map { $0["key"] } == [5, 4])
+        #expect(json["offset"] == 1)
+        (_, json) = try server.json("GET", "/db/_design/app/_view/by_n?reduce=false&key=5&include_docs=true")
+        #expect(rows(json).first?["doc"]?["_id"] == "d5")
+        (_, json) = try server.json("POST", "/db/_design/app/_view/by_n?reduce=false", body: #"{"keys":[6,1,42]}"#)
+        #expect(rows(json).map { $0["id"] } == ["d6", "d1"])
+        (_, json) = try server.json("GET", "/db/_design/app/_view/by_type?reduce=false&key=%22odd%22&startkey_docid=d3&endkey_docid=d5&update_seq=true")
+        #expect(rows(json).map { $0["id"] } == ["d3", "d5"])
+        #expect(sequenceNumber(json["update_seq"]) == 7)
+        (status, json) = try server.json("POST", "/db/_design/app/_view/by_n/queries",
+                                          body: #"{"queries":[{"reduce":false,"limit":1},{"keys":[2,3],"group":true}]}"#)
+        #expect(status == 200)
+        #expect(rows(json["results"]!.arrayValue![0]).count == 1)
+        #expect(rows(json["results"]!.arrayValue![1]).map { $0["value"] } == [1, 1])
+    }
+
+    @Test func reducesGroupAndReportErrors() throws {
+        let server = try server()
+        defer { server.stop() }
+        var (status, json) = try server.json("GET", "/db/_design/app/_view/by_type")
+        #expect(status == 200)
+        #expect(rows(json) == [try JSONValue.parse(#"{"key":null,"value":21}"#)])
+        (_, json) = try server.json("GET", "/db/_design/app/_view/by_type?group=true")
+        #expect(rows(json).map { $0["key"] } == ["even", "odd"])
+        #expect(rows(json).map { $0["value"] } == [12, 9])
+        (_, json) = try server.json("GET", "/db/_design/app/_view/by_n?startkey=2&endkey=5")
+        #expect(rows(json).first?["value"] == 4)
+        (_, json) = try server.json("GET", "/db/_design/app/_view/stats?group_level=1&startkey=%5B%22odd%22%5D")
+        #expect(rows(json).count == 1)
+        #expect(rows(json).first?["value"] == (try JSONValue.parse(#"{"sum":9,"count":3,"min":1,"max":5,"sumsqr":35}"#)))
+        (_, json) = try server.json("GET", "/db/_design/app/_view/js?group=true")
+        #expect(rows(json).map { $0["value"] } == [12, 9])
+
+        (status, json) = try server.json("GET", "/db/_design/app/_view/throws?group=true")
+        #expect(status == 400)
+        #expect(json["error"] == "query_parse_error")
+        #expect(json["reason"] == "Invalid use of grouping on a map view.")
+        (status, json) = try server.json("GET", "/db/_design/app/_view/by_n?include_docs=true")
+        #expect(json["reason"] == "`include_docs` is invalid for reduce")
+        (status, json) = try server.json("POST", "/db/_design/app/_view/by_n", body: #"{"keys":[1]}"#)
+        #expect(json["reason"] == "Multi-key fetchs for reduce views must use `group=true`")
+        (status, json) = try server.json("GET", "/db/_design/app/_view/by_n?startkey=5&endkey=1")
+        #expect(status == 400)
+        #expect(json["reason"] == "No rows can match your key range, reverse your start_key and end_key or set descending=true")
+        (status, json) = try server.json("GET", "/db/_design/app/_view/by_n?limit=-1")
+        #expect(json["error"] == "query_parse_error")
+        (status, json) = try server.json("GET", "/db/_design/app/_view/nope")
+        #expect(status == 404)
+        #expect(json["reason"] == "missing_named_view")
+        (status, _) = try server.json("GET", "/db/_design/none/_view/nope")
+        #expect(status == 404)
+
+        // _sum over a string: CouchDB's builtin_reduce_error.
+        try server.put("db", "text", #"{"type":"odd","n":"seven"}"#)
+        (status, json) = try server.json("GET", "/db/_design/app/_view/by_type")
+        #expect(status == 500)
+        #expect(json["error"] == "builtin_reduce_error")
+    }
+
+    @Test func indexFollowsWritesDeletionsConflictsAndPurges() throws {
+        let server = try server()
+        defer { server.stop() }
+        var (_, json) = try server.json("GET", "/db/_design/app/_view/throws")
+        // The document whose map throws is left out; the others are there.
+        #expect(rows(json).map { $0["id"] } == ["d1", "d2", "d4", "d5", "d6"])
+        let revision = try server.json("GET", "/db/d1").json["_rev"]!.stringValue!
+        try server.request("DELETE", "/db/d1?rev=\(revision)")
+        let conflict = #"{"docs":[{"_id":"d2","_rev":"1-ffffffffffffffffffffffffffffffff","type":"even","n":2}],"new_edits":false}"#
+        #expect(try server.json("POST", "/db/_bulk_docs", body: conflict).status == 201)
+        try server.put("db", "d7", #"{"n":7}"#)
+        (_, json) = try server.json("GET", "/db/_design/app/_view/throws")
+        #expect(rows(json).map { $0["id"] } == ["d2", "d4", "d5", "d6", "d7"])
+        // The map function sees `_conflicts` of a document that has them.
+        #expect(rows(json).first?["value"]?.arrayValue?.count == 1)
+
+        let d7 = try server.json("GET", "/db/d7").json["_rev"]!.stringValue!
+        #expect(try server.json("POST", "/db/_purge", body: #"{"d7":["\#(d7)"]}"#).status == 201)
+        (_, json) = try server.json("GET", "/db/_design/app/_view/throws")
+        #expect(rows(json).map { $0["id"] } == ["d2", "d4", "d5", "d6"])
+        (_, json) = try server.json("GET", "/db/_design/app/_info")
+        #expect(json["name"] == "app")
+        #expect(json["view_index"]?["purge_seq"] == 1)
+        #expect(json["view_index"]?["signature"]?.stringValue?.count == 32)
+    }
+
+    @Test func changedFunctionsRebuildAndRestartsKeepTheIndex() throws {
+        let directory = TestServer.makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var server = try TestServer(directory: directory)
+        try server.createDatabase("db")
+        try server.put("db", "a", #"{"n":1}"#)
+        let rev = try server.put("db", "_design/v", #"{"views":{"v":{"map":"function(doc) { emit(doc.n, 1); }"}}}"#)
+        #expect(rows(try server.json("GET", "/db/_design/v/_view/v").json).map { $0["key"] } == [1])
+        let files = { (try? FileManager.default.contentsOfDirectory(atPath: directory + "/db.views")) ?? [] }
+        #expect(files().filter { $0.hasSuffix(".sqlite") }.count == 1)
+        let indexed = try server.json("GET", "/db/_design/v/_info").json["view_index"]?["update_seq"]
+        #expect(indexed == 2)
+        server.stop(keepData: true)
+
+        // After a restart the same index answers without being built again.
+        server = try TestServer(directory: directory)
+        #expect(try server.json("GET", "/db/_design/v/_info").json["view_index"]?["update_seq"] == indexed)
+        #expect(rows(try server.json("GET", "/db/_design/v/_view/v?update=false").json).map { $0["key"] } == [1])
+        // An identical design document shares the index.
+        try server.put("db", "_design/copy", #"{"views":{"v":{"map":"function(doc) { emit(doc.n, 1); }"}}}"#)
+        #expect(rows(try server.json("GET", "/db/_design/copy/_view/v").json).count == 1)
+        #expect(files().filter { $0.hasSuffix(".sqlite") }.count == 1)
+        // A changed function is a new index; cleanup removes the unused file.
+        try server.put("db", "_design/v", #"{"_rev":"\#(rev)","views":{"v":{"map":"function(doc) { emit(-doc.n, 2); }"}}}"#)
+        #expect(rows(try server.json("GET", "/db/_design/v/_view/v").json).map { $0["key"] } == [-1])
+        #expect(files().filter { $0.hasSuffix(".sqlite") }.count == 2)
+        try server.request("DELETE", "/db/_design/copy?rev=" + server.json("GET", "/db/_design/copy").json["_rev"]!.stringValue!)
+        #expect(try server.json("POST", "/db/_view_cleanup", body: "{}").status == 202)
+        #expect(files().filter { $0.hasSuffix(".sqlite") }.count == 1)
+        #expect(try server.json("POST", "/db/_compact/v", body: "{}").status == 202)
+        server.stop()
+    }
+
+    @Test func changesFilterByView() throws {
+        let server = try server()
+        defer { server.stop() }
+        var (status, json) = try server.json("GET", "/db/_changes?filter=_view&view=app/by_type")
+        #expect(status == 200)
+        #expect(Set(json["results"]?.arrayValue?.compactMap { $0["id"]?.stringValue } ?? []) == Set((1...6).map { "d\($0)" }))
+        (status, json) = try server.json("GET", "/db/_changes?filter=_view&view=app/missing")
+        #expect(status == 404)
+        #expect(json["reason"] == "missing json key: missing")
+        (status, _) = try server.json("GET", "/db/_changes?filter=_view")
+        #expect(status == 400)
+
+        // Replication through a view: only the documents it emits for (odd `n`) are copied.
+        try server.put("db", "_design/odd", #"{"views":{"odd":{"map":"function(doc) { if (doc.n % 2) emit(doc._id, null); }"}}}"#)
+        (status, json) = try server.json("POST", "/_replicate", body: #"""
+            {"source":"db","target":"copy","create_target":true,"filter":"_view","query_params":{"view":"odd/odd"}}
+            """#)
+        #expect(status == 200, "\(json.serializedString())")
+        (_, json) = try server.json("GET", "/copy/_all_docs")
+        #expect(rows(json).map { $0["id"] } == ["d1", "d3", "d5"])
+    }
+
+    @Test func collationOrdersMixedKeys() throws {
+        let server = try TestServer()
+        defer { server.stop() }
+        try server.createDatabase("c")
+        let keys = [#"null"#, #"false"#, #"true"#, #"1"#, #"2"#, #"3.0"#, #"4"#, #""a""#, #""A""#, #""aa""#, #""b""#, #""B""#,
+                    #""ba""#, #""bb""#, #"["a"]"#, #"["b"]"#, #"["b","c"]"#, #"["b","c","a"]"#, #"["b","d"]"#,
+                    #"["b","d","e"]"#, #"{"a":1}"#, #"{"a":2}"#, #"{"b":1}"#, #"{"b":2}"#, #"{"b":2,"a":1}"#, #"{"b":2,"c":2}"#]
+        let documents = keys.enumerated().shuffled().map { #"{"_id":"k\#($0.offset)","k":\#($0.element)}"# }
+        #expect(try server.json("POST", "/c/_bulk_docs", body: #"{"docs":[\#(documents.joined(separator: ","))]}"#).status == 201)
+        try server.put("c", "_design/c", #"{"views":{"k":{"map":"function(doc) { emit(doc.k, null); }"}}}"#)
+        let (_, json) = try server.json("GET", "/c/_design/c/_view/k")
+        #expect(rows(json).map { $0["key"]! } == (try keys.map { try JSONValue.parse($0) }))
+        let (_, reversed) = try server.json("GET", "/c/_design/c/_view/k?descending=true")
+        #expect(rows(reversed).map { $0["id"]! } == rows(json).reversed().map { $0["id"]! })
+    }
+}
