@@ -177,4 +177,49 @@ import Testing
         #expect(ranged["rows"]?.arrayValue?.count == 1)
         #expect(try server.json("GET", "/db/_local_docs?limit=-1").status == 400)
     }
+
+    @Test func partitionedViewsReadOnlyTheirPartitionsKeyRange() throws {
+        defer { server.stop() }
+        try fill(["foo": 5, "bar": 40])
+        let map = #"function(doc) { emit(doc.value, 1); }"#
+        #expect(try server.json("PUT", "/pdb/_design/v", body: #"{"views":{"all":{"map":"\#(map)","reduce":"_count"}}}"#).status == 201)
+        let view = "/pdb/_partition/foo/_design/v/_view/all"
+        let rows = try server.json("GET", view + "?reduce=false").json
+        #expect(ids(rows) == (0..<5).map { "foo:\($0)" } && rows["total_rows"] == 5 && rows["offset"] == 0)
+        let ranged = try server.json("GET", view + "?reduce=false&startkey=2&endkey=3").json
+        #expect(ids(ranged) == ["foo:2", "foo:3"] && ranged["offset"] == 2)
+        let descending = try server.json("GET", view + "?reduce=false&descending=true&limit=2").json
+        #expect(ids(descending) == ["foo:4", "foo:3"])
+        #expect(try server.json("GET", view).json["rows"] == [["key": .null, "value": 5]])
+        #expect(try server.json("GET", view + "?group=true").json["rows"]?.arrayValue?.count == 5)
+        let keys = try server.json("POST", view + "?reduce=false", body: #"{"keys":[3,1,30]}"#).json
+        #expect(ids(keys) == ["foo:3", "foo:1"])
+        // A partitioned design document answers only per partition.
+        let global = try server.json("GET", "/pdb/_design/v/_view/all")
+        #expect(global.status == 400 && global.json == ["error": "query_parse_error",
+                                                        "reason": "`partition` parameter is mandatory for queries to this view."])
+        #expect(try server.json("GET", view + "?reduce=false&limit=2001").status == 400)
+        // A global one (`options.partitioned: false`) answers for the whole database only.
+        let globalMap = #"function(doc) { emit(doc._id, null); }"#
+        #expect(try server.json("PUT", "/pdb/_design/g", body: #"{"options":{"partitioned":false},"views":{"all":{"map":"\#(globalMap)"}}}"#).status == 201)
+        #expect(try server.json("GET", "/pdb/_design/g/_view/all").json["total_rows"] == 45)
+        let refused = try server.json("GET", "/pdb/_partition/foo/_design/g/_view/all")
+        #expect(refused.status == 400 && refused.json["reason"] == "`partition` parameter is not supported in this design doc")
+    }
+
+    @Test func partitionFindExaminesOnlyItsPartition() throws {
+        defer { server.stop() }
+        try fill(["foo": 5, "bar": 200])
+        let found = try server.json("POST", "/pdb/_partition/foo/_find",
+                                    body: #"{"selector":{"value":{"$gte":3}},"execution_stats":true}"#).json
+        #expect(found["docs"]?.arrayValue?.compactMap { $0["_id"]?.stringValue } == ["foo:3", "foo:4"])
+        // Only the partition's rows are read, though another partition holds forty times more.
+        #expect(found["execution_stats"]?["total_docs_examined"] == 5)
+        let global = try server.json("POST", "/pdb/_find", body: #"{"selector":{"value":{"$gte":198}},"execution_stats":true}"#).json
+        #expect(global["docs"]?.arrayValue?.count == 2 && global["execution_stats"]?["total_docs_examined"] == 205)
+        let explain = try server.json("POST", "/pdb/_partition/foo/_explain", body: #"{"selector":{"value":3}}"#).json
+        #expect(explain["index"]?["name"] == "_all_docs" && explain["opts"]?["partition"] == "foo")
+        #expect(explain["mrargs"]?["partition"] == "foo")
+        #expect(try server.json("GET", "/pdb/_partition/foo/_find").status == 404)
+    }
 }
