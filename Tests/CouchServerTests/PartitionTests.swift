@@ -205,6 +205,15 @@ import Testing
         #expect(try server.json("GET", "/pdb/_design/g/_view/all").json["total_rows"] == 45)
         let refused = try server.json("GET", "/pdb/_partition/foo/_design/g/_view/all")
         #expect(refused.status == 400 && refused.json["reason"] == "`partition` parameter is not supported in this design doc")
+        // CouchDB's checks of `options.partitioned` when the design document is saved.
+        let reduce = #"function(keys, values) { return sum(values); }"#
+        let jsReduce = try server.json("PUT", "/pdb/_design/mrtest", body: #"{"views":{"some":{"map":"\#(map)","reduce":"\#(reduce)"}}}"#)
+        #expect(jsReduce.status == 400 && jsReduce.json == ["error": "invalid_design_doc",
+                                                            "reason": "Javascript reduces not supported in partitioned view."])
+        try server.createDatabase("plain")
+        let notPartitioned = try server.json("PUT", "/plain/_design/p", body: #"{"options":{"partitioned":true}}"#)
+        #expect(notPartitioned.status == 400
+                && notPartitioned.json["reason"] == "partitioned option cannot be true in a non-partitioned database.")
     }
 
     @Test func partitionFindExaminesOnlyItsPartition() throws {
