@@ -37,25 +37,64 @@ function documentsView(container, db) {
     h('a', { href: link('db', db, 'new'), id: 'new-doc', text: 'New document' }));
   const findForm = h('form', { id: 'find-form', 'aria-label': 'Find with a Mango query' },
     field('Mango query (POST /_find)', selector), h('div.row', h('button', { type: 'submit', text: 'Run query' })));
-  show(container, h('div.panel', rangeForm), h('details.panel', h('summary', { text: 'Mango query' }), findForm), slot, list);
+  const viewSelect = h('select', {}, h('option', { value: '', text: '(no views yet)' }));
+  const viewStart = h('input', { type: 'text', autocomplete: 'off', spellcheck: 'false', placeholder: 'JSON, e.g. "a" or [1]' });
+  const viewEnd = h('input', { type: 'text', autocomplete: 'off', spellcheck: 'false', placeholder: 'JSON' });
+  const reduce = checkbox('Reduce', { id: 'view-reduce' });
+  const viewForm = h('form.row', { id: 'view-form', 'aria-label': 'Query a view' },
+    field('View (design document / name)', viewSelect), field('Start key (JSON)', viewStart), field('End key (JSON)', viewEnd),
+    reduce.element, h('button', { type: 'submit', text: 'Query view' }));
+  const viewsPanel = h('details.panel#views-panel', h('summary', { text: 'Views' }), viewForm);
+  show(container, h('div.panel', rangeForm), h('details.panel#find-panel', h('summary', { text: 'Mango query' }), findForm), viewsPanel, slot, list);
+  viewsPanel.addEventListener('toggle', async () => {
+    if (!viewsPanel.open || viewSelect.dataset.loaded) return;
+    try {
+      const answer = await get(`/${enc(db)}/_design_docs`, { include_docs: true });
+      const options = [];
+      for (const row of answer.rows) {
+        for (const [name, view] of Object.entries((row.doc && row.doc.views) || {})) {
+          const ddoc = row.id.slice('_design/'.length);
+          options.push(h('option', { value: `${ddoc}/${name}`, text: `${ddoc} / ${name}`, dataset: { reduce: view.reduce ? 'yes' : '' } }));
+        }
+      }
+      if (options.length) show(viewSelect, options);
+      viewSelect.dataset.loaded = 'yes';
+      reduce.input.checked = !!viewSelect.selectedOptions[0]?.dataset.reduce;
+    } catch (error) { report(slot, error); }
+  });
+  viewSelect.addEventListener('change', () => { reduce.input.checked = !!viewSelect.selectedOptions[0]?.dataset.reduce; });
+  viewForm.addEventListener('submit', (event) => { event.preventDefault(); mode = 'view'; skip = 0; load(); });
 
   rangeForm.addEventListener('submit', (event) => { event.preventDefault(); mode = 'all'; skip = 0; load(); });
   findForm.addEventListener('submit', (event) => { event.preventDefault(); mode = 'find'; skip = 0; load(); });
   size.addEventListener('change', () => { skip = 0; load(); });
 
+  let latest = 0;
   async function load() {
+    const mine = ++latest;
     const limit = Number(size.value);
     report(slot, null);
     let rows;
     try {
-      if (mode === 'find') {
+      if (mode === 'view') {
+        if (!viewSelect.value) throw new Error('This database has no view: define one in a design document’s "views".');
+        const [ddoc, ...name] = viewSelect.value.split('/');
+        for (const [label, input] of [['Start key', viewStart], ['End key', viewEnd]]) {
+          if (input.value) try { JSON.parse(input.value); } catch { throw new Error(`${label} is not JSON (strings need quotes)`); }
+        }
+        const answer = await get(`/${enc(db)}/_design/${enc(ddoc)}/_view/${enc(name.join('/'))}`, {
+          limit, skip, reduce: String(reduce.input.checked), group: reduce.input.checked ? 'true' : undefined,
+          startkey: viewStart.value || undefined, endkey: viewEnd.value || undefined,
+        });
+        rows = answer.rows.map((row) => ({ id: row.id, key: row.key, value: row.value }));
+      } else if (mode === 'find') {
         let body;
         try { body = JSON.parse(selector.value); } catch (error) { throw new Error(`The query is not JSON: ${error.message}`); }
         if (!body || typeof body !== 'object' || Array.isArray(body)) throw new Error('The query must be a JSON object');
         if (!('selector' in body)) body = { selector: body };
         const answer = await post(`/${enc(db)}/_find`, { ...body, limit, skip });
         rows = answer.docs.map((doc) => ({ id: doc._id, rev: doc._rev, doc }));
-        if (answer.warning) report(slot, answer.warning);
+        if (answer.warning) show(slot, h('p.muted', { role: 'note', text: `The server warns: ${answer.warning}` }));
       } else {
         const answer = await get(`/${enc(db)}/_all_docs`, {
           limit, skip, conflicts: true, include_docs: true,
@@ -66,11 +105,23 @@ function documentsView(container, db) {
         rows = answer.rows.map((row) => ({ id: row.id, rev: row.value.rev, doc: row.doc, total: answer.total_rows }));
       }
     } catch (error) {
+      if (mine !== latest) return;
       report(slot, error);
       show(list);
       return;
     }
-    const table = h('table', { id: 'documents' },
+    // A later listing started meanwhile: it draws, not this one.
+    if (mine !== latest) return;
+    if (mode === 'view') {
+      show(list, h('div.table-wrap', h('table', { id: 'documents', dataset: { mode } },
+        h('thead', h('tr', h('th', { scope: 'col', text: 'Key' }), h('th', { scope: 'col', text: 'Value' }), h('th', { scope: 'col', text: 'Document' }))),
+        h('tbody', rows.map((row) => h('tr', { dataset: { key: JSON.stringify(row.key) } },
+          h('td', h('code', { text: JSON.stringify(row.key) })), h('td', h('code', { text: JSON.stringify(row.value) })),
+          h('td', row.id !== undefined ? h('a', { href: link('db', db, 'doc', row.id), text: row.id }) : '')))))),
+      pager({ skip, size: limit, shown: rows.length, label: 'View pages', onPage: (next) => { skip = next; load(); } }));
+      return;
+    }
+    const table = h('table', { id: 'documents', dataset: { mode } },
       h('thead', h('tr', h('th', { scope: 'col', text: 'ID' }), h('th', { scope: 'col', text: 'Revision' }),
         h('th.hide-narrow', { scope: 'col', text: 'Content' }))),
       h('tbody', rows.map((row) => h('tr', { dataset: { id: row.id } },

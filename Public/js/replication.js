@@ -137,9 +137,13 @@ export async function replicationScreen(main) {
     poller = setInterval(poll, 2000);
   }
 
+  let latestLoad = 0;
   async function loadDocuments() {
+    // Events start loads that may overlap: only the last one may draw its answer.
+    const mine = ++latestLoad;
     try {
       const answer = await get('/_scheduler/docs/_replicator');
+      if (mine !== latestLoad) return;
       const rows = (answer.docs || []).map((doc) => documentRow(doc));
       show(docsSlot, rows.length ? h('div.table-wrap', h('table#replicator-docs',
         h('thead', h('tr', ['Document', 'Source → target', 'State', 'Errors', 'Actions'].map((text) => h('th', { scope: 'col', text })))),

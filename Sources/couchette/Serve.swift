@@ -126,6 +126,11 @@ struct Serve: ParsableCommand {
         let banner = "Couchette \(ServerInfo.version) listening on http://\(address):\(listener.port)/ (data in \(dataDirectory))\n"
         FileHandle.standardOutput.write(Data(banner.utf8))
         logger.info("listening on \(address):\(listener.port)")
+        if let publicDirectory = server.publicDirectory {
+            logger.info("admin page at http://\(address):\(listener.port)/_utils/ (files from \(publicDirectory))")
+        } else {
+            logger.warning("no admin page: no Public/ directory found; give one with --public-dir")
+        }
         dispatchMain()
     }
 

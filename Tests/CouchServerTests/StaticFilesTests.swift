@@ -123,6 +123,22 @@ import Testing
         #expect(try String(contentsOfFile: fixture.root + "/escape.txt", encoding: .utf8) == "TOP SECRET")
     }
 
+    /// The binary's `--public-dir` and `COUCHETTE_COUCHETTE__PUBLIC_DIR` choose the folder.
+    @Test func theCommandLineChoosesTheFolder() throws {
+        let directory = TestServer.makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try "<p>from the option</p>".write(toFile: directory + "/index.html", atomically: true, encoding: .utf8)
+        let byOption = try ServerProcess(arguments: ["--public-dir", directory])
+        let answer = try httpRequest(port: byOption.port, "GET", "/_utils/")
+        let log = byOption.stop()
+        #expect(answer.text == "<p>from the option</p>")
+        #expect(log.contains("admin page at http://127.0.0.1:\(byOption.port)/_utils/"))
+
+        let byEnvironment = try ServerProcess(environment: ["COUCHETTE_COUCHETTE__PUBLIC_DIR": directory])
+        defer { byEnvironment.stop() }
+        #expect(try httpRequest(port: byEnvironment.port, "GET", "/_utils/index.html").text == "<p>from the option</p>")
+    }
+
     /// Without `--public-dir` the server finds the repository's own `Public/` (this is a
     /// build from the source tree), and every file there has a proper type.
     @Test func theRepositorysPageIsFoundAndTyped() throws {

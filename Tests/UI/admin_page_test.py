@@ -17,7 +17,7 @@ import urllib.request
 
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
-from selenium.common.exceptions import StaleElementReferenceException
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support import expected_conditions as EC
@@ -95,7 +95,7 @@ class Page:
     def wait(self, condition, message):
         # A screen re-renders as answers arrive: an element seen a moment ago may be replaced.
         return WebDriverWait(self.driver, TIMEOUT, poll_frequency=0.1,
-                             ignored_exceptions=[StaleElementReferenceException]).until(condition, message)
+                             ignored_exceptions=[StaleElementReferenceException, NoSuchElementException]).until(condition, message)
 
     def value(self, selector):
         """The value of a control, read in one step in the page."""
@@ -106,6 +106,16 @@ class Page:
 
     def present(self, selector):
         return self.wait(EC.presence_of_element_located((By.CSS_SELECTOR, selector)), f"no {selector}")
+
+    def click(self, selector):
+        """Clicks what `selector` finds, again if the screen redrew it in between."""
+        def attempt(driver):
+            element = driver.find_element(By.CSS_SELECTOR, selector)
+            if not element.is_displayed() or not element.is_enabled():
+                return False
+            element.click()
+            return True
+        self.wait(attempt, f"could not click {selector}")
 
     def text_in(self, selector, text):
         self.wait(EC.text_to_be_present_in_element((By.CSS_SELECTOR, selector), text), f"{text!r} never in {selector}")
@@ -124,8 +134,18 @@ class Page:
         self.find("dialog[open] button.danger").click()
         self.wait(lambda d: not d.find_elements(By.CSS_SELECTOR, "dialog[open]"), "the dialog stayed open")
 
+    def unlabelled(self):
+        """Controls of the screen without an accessible name (a label, aria-label or text)."""
+        return self.driver.execute_script("""
+            const named = (e) => e.getAttribute('aria-label') || (e.id && document.querySelector(`label[for="${e.id}"]`))
+                || e.closest('label') || (e.tagName === 'BUTTON' && e.textContent.trim());
+            return [...document.querySelectorAll('input, select, textarea, button')]
+                .filter((e) => e.type !== 'hidden' && !named(e)).map((e) => e.outerHTML.slice(0, 120));""")
+
     def shoot(self, name, at=None):
-        """Saves the window as SCREENSHOTS/name.png, scrolled to `at` (a selector) if given."""
+        """Saves the window as SCREENSHOTS/name.png, scrolled to `at` (a selector) if given;
+        every control shown must have a label."""
+        assert not self.unlabelled(), self.unlabelled()
         if at:
             self.driver.execute_script("document.querySelector(arguments[0]).scrollIntoView()", at)
         if self.screenshots:
@@ -148,7 +168,7 @@ def sign_in(page, server):
 def create_database(page, server):
     page.go("#/")
     page.type("#create-db input", "alpha")
-    page.find("#create-db button[type=submit]").click()
+    page.click("#create-db button[type=submit]")
     page.heading("alpha")
     assert server.request("GET", "/alpha", expect=[200])["db_name"] == "alpha"
     server.request("PUT", "/bravo", expect=[201])
@@ -163,7 +183,7 @@ def create_database(page, server):
     page.go("#/db/alpha/security")
     page.type("#security-members-names", "bob, carol")
     page.type("#security-admins-roles", "editors")
-    page.find("#security-form button[type=submit]").click()
+    page.click("#security-form button[type=submit]")
     page.wait(lambda d: server.request("GET", "/alpha/_security").get("members", {}).get("names") == ["bob", "carol"],
               "the security object was not saved")
     assert server.request("GET", "/alpha/_security")["admins"]["roles"] == ["editors"]
@@ -174,7 +194,7 @@ def create_and_edit_document(page, server):
     page.go("#/db/alpha/new")
     page.present("#doc-editor")
     page.type("#doc-editor", '{"_id": "note", "text": "hello", "tags": ["a"]}')
-    page.find("#save-doc").click()
+    page.click("#save-doc")
     page.heading("note")
     assert server.request("GET", "/alpha/note", expect=[200])["text"] == "hello"
     first_rev = server.request("GET", "/alpha/note")["_rev"]
@@ -183,33 +203,50 @@ def create_and_edit_document(page, server):
     assert body["_rev"] == first_rev, body
     body["text"] = "edited"
     page.type("#doc-editor", json.dumps(body))
-    page.find("#save-doc").click()
+    page.click("#save-doc")
     page.wait(lambda d: server.request("GET", "/alpha/note")["text"] == "edited", "the edit was not saved")
     page.wait(lambda d: '"_rev": "2-' in (page.value("#doc-editor") or ""), "the editor did not reload the new revision")
 
     # A stale revision: the server's conflict, shown as it answered it.
     body["text"] = "stale"
     page.type("#doc-editor", json.dumps(body))
-    page.find("#save-doc").click()
+    page.click("#save-doc")
     page.text_in("#doc-errors", '409 {"error":"conflict","reason":"Document update conflict."}')
     assert server.request("GET", "/alpha/note")["text"] == "edited"
-    page.find('#history tr')
+    page.click(f'#history button[aria-label="View revision {first_rev}"]')
+    page.text_in("#revision-view", '"text": "hello"')
 
 
 def mango_query(page, server):
     """The selector box posts to _find: its documents, or the server's error as returned."""
     page.go("#/db/alpha")
     page.find('#documents tr[data-id="note"]')
-    page.find("details.panel summary").click()
+    page.click("#find-panel summary")
     page.type("#find-form textarea", '{"selector": {"text": "edited"}}')
-    page.find("#find-form button[type=submit]").click()
-    page.wait(lambda d: d.find_elements(By.CSS_SELECTOR, ".error") or not d.find_elements(By.CSS_SELECTOR, "#documents tr[data-id]")
-              or False, "no answer to the query")
+    page.click("#find-form button[type=submit]")
     status, found = server.call("POST", "/alpha/_find", {"selector": {"text": "edited"}})
     if status == 200:
-        page.find('#documents tr[data-id="note"]')
+        page.find('#documents[data-mode="find"] tr[data-id="note"]')
+        assert len(page.driver.find_elements(By.CSS_SELECTOR, "#documents tr[data-id]")) == len(found["docs"])
     else:
         page.text_in(".error", f'The server answered {status} {json.dumps(found, separators=(",", ":"))}')
+
+
+def view_query(page, server):
+    """A design document's view, picked in the page and queried with and without its reduce."""
+    server.request("PUT", "/alpha/_design/app", {"views": {"by_text": {
+        "map": "function (doc) { if (doc.text) emit(doc.text, 1); }", "reduce": "_count"}}}, expect=[201])
+    page.go("#/")
+    page.go("#/db/alpha")
+    page.find('#documents tr[data-id="note"]')
+    page.click("#views-panel summary")
+    page.wait(lambda d: page.value("#view-form select") == "app/by_text", "the view is not offered")
+    page.wait(lambda d: d.find_element(By.CSS_SELECTOR, "#view-reduce").is_selected(), "reduce not preselected")
+    page.click("#view-form button[type=submit]")
+    page.text_in('#documents[data-mode="view"] tr[data-key=\'"edited"\']', "1")
+    page.click("#view-reduce")
+    page.click("#view-form button[type=submit]")
+    page.text_in('#documents[data-mode="view"] tr[data-key=\'"edited"\']', "note")
 
 
 def attachments(page, server):
@@ -222,7 +259,7 @@ def attachments(page, server):
     page.present("#attachment-file").send_keys(path)
     page.wait(lambda d: page.value("#attachment-name") == "hello.txt",
               "the name was not taken from the file")
-    page.find("#upload-form button[type=submit]").click()
+    page.click("#upload-form button[type=submit]")
     row = page.find('#attachments tr[data-attachment="hello.txt"]')
     stub = server.request("GET", "/alpha/note")["_attachments"]["hello.txt"]
     assert stub["length"] == len(content), stub
@@ -257,7 +294,7 @@ def conflicts(page, server):
     assert differing == {"color", "extra"}, differing
     assert same == {"v", "size"}, same
     page.shoot("conflicts", at="#conflicts-title")
-    page.find(f'.conflicts article.revision[data-rev="{loser}"] button').click()
+    page.click(f'.conflicts article.revision[data-rev="{loser}"] button')
     page.confirm()
     page.wait(lambda d: not d.find_elements(By.CSS_SELECTOR, ".conflicts"), "the conflicts stayed")
     resolved = server.request("GET", "/left/shared?conflicts=true")
@@ -272,30 +309,63 @@ def replication(page, server):
     Select(page.find("#replication-kind")).select_by_value("once")
     Select(page.find("#source-db")).select_by_value("alpha")
     page.type("#target-new", "alpha-copy")
-    page.find("#replication-create-target").click()
-    page.find("#replication-form button[type=submit]").click()
+    page.click("#replication-create-target")
+    page.click("#replication-form button[type=submit]")
     page.text_in("#replication-outcome", "Done")
     page.find('#jobs tr[data-state="completed"]')
     assert server.request("GET", "/alpha-copy/note", expect=[200])["text"] == "edited"
 
+    # A continuous _replicate job, stopped from its row.
+    Select(page.find("#replication-kind")).select_by_value("continuous")
+    Select(page.find("#source-db")).select_by_value("alpha")
+    page.type("#target-new", "alpha-follow")
+    page.click("#replication-form button[type=submit]")
+    page.text_in("#replication-outcome", "Started")
+    row = '#jobs tr[data-state="running"]:has(button)'
+    page.find(row)
+    page.click(f"{row} button")
+    page.wait(lambda d: not d.find_elements(By.CSS_SELECTOR, row), "the continuous job was not stopped")
+    page.wait(lambda d: not any(t.get("continuous") for t in server.request("GET", "/_active_tasks")), "still in _active_tasks")
+
     # A persistent continuous one through _replicator, suspended and resumed from the page.
     Select(page.find("#replication-kind")).select_by_value("persistent")
     page.type("#replication-doc-id", "alpha-live")
-    page.find("#replication-doc-continuous").click()
-    Select(page.find("#source-db")).select_by_value("alpha")
+    page.click("#replication-doc-continuous")
+    # The source as a URL with credentials: sent once, never shown again.
+    Select(page.find("#source-db")).select_by_visible_text("Another server (URL)…")
+    page.type("#source-url", f"{server.base}/alpha")
+    page.type("#source-user", ADMIN)
+    page.type("#source-password", PASSWORD)
     page.type("#target-new", "alpha-live")
-    page.find("#replication-form button[type=submit]").click()
+    page.click("#replication-form button[type=submit]")
     page.text_in("#replication-outcome", "_replicator/alpha-live")
     page.find('#replicator-docs tr[data-doc="alpha-live"]')
+    assert page.value("#source-password") == ""
+    assert PASSWORD not in page.driver.page_source
+    assert PASSWORD not in page.driver.execute_script("return document.body.innerText")
     page.wait(lambda d: server.request("GET", "/alpha-live/note", expect=[200, 404]).get("text") == "edited",
               "the continuous replication did not copy")
     page.wait(lambda d: d.find_elements(By.CSS_SELECTOR, '#replicator-docs tr[data-doc="alpha-live"][data-state="running"]'),
               "the persistent job is not shown running")
     page.shoot("replication", at="#jobs-feed")
-    page.find('#replicator-docs tr[data-doc="alpha-live"] button:not(.danger)').click()
+
+    # A sync pair: one document, a push and a pull.
+    server.request("PUT", "/alpha-sync", expect=[201])
+    server.request("PUT", "/alpha-sync/from-the-other-side", {"n": 1}, expect=[201])
+    Select(page.find("#replication-kind")).select_by_value("sync")
+    page.type("#replication-doc-id", "alpha-sync")
+    Select(page.find("#source-db")).select_by_value("alpha")
+    page.type("#target-new", "alpha-sync")
+    page.click("#replication-form button[type=submit]")
+    page.text_in("#replication-outcome", "_replicator/alpha-sync")
+    assert server.request("GET", "/_replicator/alpha-sync")["sync"] is True
+    page.text_in('#replicator-docs tr[data-doc="alpha-sync"]', "sync pair")
+    page.wait(lambda d: server.call("GET", "/alpha/from-the-other-side")[0] == 200
+              and server.call("GET", "/alpha-sync/note")[0] == 200, "the pair did not copy both ways")
+    page.click('#replicator-docs tr[data-doc="alpha-live"][data-state="running"] button:not(.danger)')
     page.find('#replicator-docs tr[data-doc="alpha-live"][data-state="suspended"]')
     assert server.request("GET", "/_replicator/alpha-live")["suspended"] is True
-    page.find('#replicator-docs tr[data-doc="alpha-live"] button:not(.danger)').click()
+    page.click('#replicator-docs tr[data-doc="alpha-live"][data-state="suspended"] button:not(.danger)')
     page.wait(lambda d: "suspended" not in server.request("GET", "/_replicator/alpha-live"), "not resumed")
     page.find('#replicator-docs tr[data-doc="alpha-live"][data-state="running"]')
 
@@ -305,10 +375,10 @@ def live_changes(page, server):
     page.text_in("#changes-state", "live")
     server.request("PUT", "/alpha/live-1", {"n": 1}, expect=[201])
     page.find('#changes-list li[data-id="live-1"]')
-    page.find("#changes-toggle").click()
+    page.click("#changes-toggle")
     page.text_in("#changes-state", "paused")
     server.request("PUT", "/alpha/live-2", {"n": 2}, expect=[201])
-    page.find("#changes-toggle").click()
+    page.click("#changes-toggle")
     page.find('#changes-list li[data-id="live-2"]')
     page.shoot("changes")
 
@@ -320,11 +390,21 @@ def server_page(page, server):
     page.type("#new-user-name", "bob")
     page.type("#new-user-password", "bobs-secret")
     page.type("#new-user-roles", "readers")
-    page.find("#create-user button[type=submit]").click()
+    page.click("#create-user button[type=submit]")
     page.find('#users tr[data-user="bob"]')
     user = server.request("GET", "/_users/org.couchdb.user:bob", expect=[200])
     assert user["roles"] == ["readers"] and "password" not in user, user
-    page.find("#config-title")
+    page.find('#users tr[data-user="bob"] input[type=password]').send_keys("a-new-secret")
+    page.click('#users tr[data-user="bob"] button:not(.danger)')
+    page.wait(lambda d: server.call("POST", "/_session", {"name": "bob", "password": "a-new-secret"})[0] == 200,
+              "the new password does not sign in")
+
+    page.type("#config-section", "ui_test")
+    page.type("#config-key", "greeting")
+    page.type("#config-value", "hello")
+    page.click("#config-form button[type=submit]")
+    page.wait(lambda d: server.call("GET", "/_node/_local/_config/ui_test/greeting")[1] == "hello", "not configured")
+    assert page.present('#config input[aria-label="ui_test/greeting"]').get_attribute("value") == "hello"
     page.shoot("server")
 
 
@@ -345,7 +425,7 @@ def narrow_and_only_this_server(page, server):
 
 
 def sign_out(page, server):
-    page.find("#sign-out").click()
+    page.click("#sign-out")
     page.find("#sign-in")
 
 
@@ -361,7 +441,7 @@ def admin_party(page, server):
         party.stop()
 
 
-STEPS = [sign_in, create_database, create_and_edit_document, mango_query, attachments, conflicts, replication, live_changes,
+STEPS = [sign_in, create_database, create_and_edit_document, mango_query, view_query, attachments, conflicts, replication, live_changes,
          server_page, narrow_and_only_this_server, sign_out, admin_party]
 
 
