@@ -230,4 +230,30 @@ import Testing
                                      body: #"{"name":"joe","password":"pw","roles":[],"type":"user"}"#)
         #expect(signUp.status == 201)
     }
+
+    @Test func compactionLeavesActiveSizeBelowTheFileSize() throws {
+        defer { server.stop() }
+        let padding = String(repeating: "x", count: 2000)
+        let docs = (0..<40).map { #"{"_id":"d\#($0)","pad":"\#(padding)"}"# }.joined(separator: ",")
+        let written = try server.json("POST", "/db/_bulk_docs", body: #"{"docs":[\#(docs)]}"#).json.arrayValue ?? []
+        let deletions = written.compactMap { row -> String? in
+            guard let id = row["id"]?.stringValue, let rev = row["rev"]?.stringValue else { return nil }
+            return #"{"_id":"\#(id)","_rev":"\#(rev)","_deleted":true}"#
+        }
+        #expect(try server.json("POST", "/db/_bulk_docs", body: #"{"docs":[\#(deletions.joined(separator: ","))]}"#).status == 201)
+        let before = try server.json("GET", "/db").json["sizes"]
+        #expect(try server.json("POST", "/db/_compact", headers: [("Content-Type", "application/json")]).status == 202)
+        let deadline = Date().addingTimeInterval(60)
+        // Compaction runs in the background: wait until it has run and finished.
+        let activeBefore = before?["active"]?.intValue ?? 0
+        var info = try server.json("GET", "/db").json
+        while info["compact_running"] == true || (info["sizes"]?["active"]?.intValue ?? 0) >= activeBefore, Date() < deadline {
+            Thread.sleep(forTimeInterval: 0.05)
+            info = try server.json("GET", "/db").json
+        }
+        let active = info["sizes"]?["active"]?.intValue ?? 0, file = info["sizes"]?["file"]?.intValue ?? 0
+        #expect(info["compact_running"] == false)
+        #expect(active > 0 && active < file)
+        #expect(active < activeBefore)
+    }
 }
