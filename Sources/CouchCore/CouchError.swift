@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// The one error type that crosses module boundaries. Its `kind` names CouchDB's
 /// error string; the HTTP status is decided in exactly one place (`CouchError.status`),
 /// after CouchDB's `chttpd:error_info/1`.
@@ -37,6 +43,8 @@ public struct CouchError: Error, Sendable, Equatable, CustomStringConvertible {
         /// Couchette's: an attachment whose body a replication left on its source could not
         /// be fetched from there (502, as a gateway whose upstream failed).
         case attachmentNotDownloaded = "attachment_not_downloaded"
+        /// The disk is full (or a file reached its size limit): 507, nothing was written.
+        case insufficientStorage = "insufficient_storage"
         // A replication's failures, named as CouchDB's replicator names them.
         case databaseNotFound = "db_not_found"
         /// The peer could not be reached at all (refused, unresolved): the job goes offline.
@@ -107,6 +115,7 @@ public struct CouchError: Error, Sendable, Equatable, CustomStringConvertible {
         case .notImplemented: 501
         case .attachmentNotDownloaded: 502
         case .serviceUnavailable: 503
+        case .insufficientStorage: 507
         }
     }
 
@@ -123,6 +132,14 @@ extension CouchError {
     public static let databaseMissing = CouchError(.notFound, "Database does not exist.")
     public static let databaseExists = CouchError(.fileExists, "The database could not be created, the file already exists.")
     public static func internalError(_ reason: String) -> CouchError { CouchError(.internalServerError, reason) }
+    public static let storageFull = CouchError(.insufficientStorage, "There is no space left on the storage device.")
+
+    /// The error for a failed write of a file: `storageFull` when the disk (or the process's
+    /// file size limit) is the cause, so clients can tell it from a fault of the server.
+    public static func writeFailed(errno code: Int32, _ reason: String) -> CouchError {
+        code == ENOSPC || code == EFBIG || code == EDQUOT ? storageFull : internalError(reason)
+    }
+
     /// A revision named for an edit that the document does not have (attachment edits):
     /// CouchDB's `{{not_found, missing}, Rev}`, 409 `not_found` `missing_rev`.
     public static var missingRevision: CouchError {

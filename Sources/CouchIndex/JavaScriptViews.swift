@@ -19,6 +19,7 @@ public struct JavaScriptViews: Sendable {
         definition = IndexDefinition(signature: Self.signature(design, partitioned: isPartitioned), viewNames: views.map(\.name),
                                      mapper: JavaScriptMapper(runtime: runtime, functions: functions, design: design.jsonBytes),
                                      includeDesign: design.body["options"]?["include_design"]?.boolValue == true,
+                                     includeLocalSequence: design.body["options"]?["local_seq"]?.boolValue == true,
                                      partitioned: isPartitioned)
     }
 

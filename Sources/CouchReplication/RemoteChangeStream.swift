@@ -127,16 +127,15 @@ final class RemoteChangeStream: ChangeStream, @unchecked Sendable {
                 }
                 throw ReplicationError(response.status == 401 ? .unauthorized : .forbidden,
                                        "unauthorized to read the changes of \(endpoint.displayName)")
-            case 404:
-                response.cancel()
-                throw ReplicationError(.databaseNotFound, "could not open \(endpoint.displayName)")
-            case 500..., 408, 429:
+            case 408, 429, 500, 502...:
                 response.cancel()
                 failure = ReplicationError(.requestFailed, "\(method) \(shownURL) failed with status \(response.status)")
             default:
-                let detail = (try? await response.readToEnd()).flatMap { try? JSONValue.parse($0) }
-                throw ReplicationError(.requestFailed, "\(method) \(shownURL) failed with status \(response.status): "
-                                       + (detail?["reason"]?.stringValue ?? ""))
+                // A refusal (a filter the source cannot run, no such database, 501): final,
+                // with the peer's reason.
+                let body = (try? await response.readToEnd()) ?? []
+                throw endpoint.unexpected(HTTPClient.Response(status: response.status, headers: response.headers, body: body),
+                                          "\(method) _changes")
             }
             endpoint.reportAttempt(failure)
             guard backoff.failures < endpoint.retries else { throw failure }

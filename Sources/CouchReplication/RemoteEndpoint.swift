@@ -111,7 +111,8 @@ public final class RemoteEndpoint: DatabaseEndpoint, @unchecked Sendable {
                 // Who asks for an encoding wants the bytes as encoded (an attachment's digest is of those).
                 request.keepsContentEncoding = extraHeaders.contains { $0.name.lowercased() == "accept-encoding" }
                 let (response, answer) = try await attempt(request)
-                if response.status >= 500 || response.status == 408 || response.status == 429 {
+                // 501 is a peer's refusal, not a failure: it will answer the same again.
+                if (response.status >= 500 && response.status != 501) || response.status == 408 || response.status == 429 {
                     failure = ReplicationError(.requestFailed, "\(method) \(shownURL) failed with status \(response.status)")
                 } else {
                     if authenticator.shouldRetry(after: response, epoch: epoch), !retriedAuthentication {
@@ -150,11 +151,21 @@ public final class RemoteEndpoint: DatabaseEndpoint, @unchecked Sendable {
         return json["reason"]?.stringValue.map { "\(error): \($0)" } ?? error
     }
 
+    /// The error for an answer the caller cannot use. A refusal (4xx, 501) is the peer's
+    /// final word on what the job asks, so it fails the job at once with the peer's reason;
+    /// anything else (an unreadable answer, a cut body) may pass on a retry.
     func unexpected(_ response: HTTPClient.Response, _ what: String) -> ReplicationError {
+        let reason = "\(what) on \(displayName) failed: \(Self.errorDetail(response))"
         switch response.status {
-        case 401: ReplicationError(.unauthorized, "unauthorized to access or create database \(displayName)")
-        case 403: ReplicationError(.forbidden, "forbidden to access database \(displayName)")
-        default: ReplicationError(.requestFailed, "\(what) on \(displayName) failed: \(Self.errorDetail(response))")
+        case 401: return ReplicationError(.unauthorized, "unauthorized to access or create database \(displayName)")
+        case 403: return ReplicationError(.forbidden, "forbidden to access database \(displayName)")
+        case 404 where Self.json(response)?["reason"]?.stringValue == "Database does not exist.":
+            return ReplicationError(.databaseNotFound, "could not open \(displayName)")
+        case 404: return ReplicationError(.notFound, reason)
+        case 501: return ReplicationError(.notImplemented, reason)
+        case 400..<500 where response.status != 408 && response.status != 429:
+            return ReplicationError.named(Self.json(response)?["error"]?.stringValue ?? "bad_request", reason)
+        default: return ReplicationError(.requestFailed, reason)
         }
     }
 
@@ -300,7 +311,7 @@ public final class RemoteEndpoint: DatabaseEndpoint, @unchecked Sendable {
             return requests.map { .failed($0.id, $0.revision, "unreadable _bulk_get answer") }
         }
         guard response.status == 200, let results = parsed else {
-            if (400..<500).contains(response.status) && response.status != 401 && response.status != 403 {
+            if ((400..<500).contains(response.status) || response.status == 501) && response.status != 401 && response.status != 403 {
                 lock.withLock { bulkGetUnsupported = true }
                 logger.info("\(displayName) answered _bulk_get with \(response.status); fetching with open_revs instead")
                 throw ReplicationError(.notImplemented, "no _bulk_get")

@@ -5,7 +5,10 @@
 /// States, as Couchbase Lite named them and `_active_tasks` shows them:
 /// - `active`: a session is running and has work (opening peers, copying changes);
 /// - `idle`: a continuous session has copied everything and waits for new changes;
-/// - `offline`: a peer could not be reached; a new session starts after a back-off;
+/// - `offline`: a peer could not be reached; a new session starts after a back-off that
+///   stops growing at a few seconds (`offlineProbeMilliseconds`), so a peer that comes back
+///   after an outage of any length is noticed within seconds; the job stays `offline`
+///   while such a session tries to reach its peers, so its status does not flicker;
 /// - `crashing`: a session failed otherwise (5xx after retries, reset, checkpoint
 ///   failure); a new session starts after a back-off;
 /// - `stopped`: not running — before the start, and for good once finished.
@@ -61,6 +64,11 @@ public struct ReplicationStateMachine: Sendable {
     public private(set) var backoff: Backoff
     /// Whether any session of this job has reached both peers.
     public private(set) var hasOpened = false
+    /// Whether a session runs (also while `offline`: it probes the peers).
+    private var sessionRunning = false
+    /// The longest wait between two attempts to reach a peer that could not be reached:
+    /// an attempt costs a `GET` of each database, and an outage may last hours.
+    public static let offlineProbeMilliseconds = 5_000
 
     /// Whether transient failures are retried before the job ever reached its peers (jobs
     /// of `_replicator` documents, which nobody waits on); a one-shot `_replicate` fails.
@@ -72,19 +80,19 @@ public struct ReplicationStateMachine: Sendable {
         self.retriesBeforeOpening = retriesBeforeOpening
     }
 
-    private var sessionRunning: Bool { state == .active || state == .idle }
-
     public mutating func handle(_ event: Event) -> [Action] {
         guard !isFinished else { return [] }
         switch event {
         case .start:
             guard state == .stopped else { return [] }
             state = .active
+            sessionRunning = true
             return [.startSession]
 
         case .sessionOpened:
             guard sessionRunning else { return [] }
             hasOpened = true
+            if state == .offline { state = .active }
             return []
 
         case .caughtUp:
@@ -112,31 +120,40 @@ public struct ReplicationStateMachine: Sendable {
             guard sessionRunning else { return [] }
             lastError = error
             guard error.isTransient, continuous || hasOpened || retriesBeforeOpening else { return finish(.failed(error)) }
-            state = error.kind == .peerUnreachable ? .offline : .crashing
-            return [.scheduleRetry(afterMilliseconds: backoff.next())]
+            sessionRunning = false
+            let wait = backoff.next()
+            if error.kind == .peerUnreachable {
+                state = .offline
+                return [.scheduleRetry(afterMilliseconds: min(wait, Self.offlineProbeMilliseconds))]
+            }
+            state = .crashing
+            return [.scheduleRetry(afterMilliseconds: wait)]
 
         case .retryTimerFired:
-            guard state == .offline || state == .crashing else { return [] }
-            state = .active
+            guard !sessionRunning, state == .offline || state == .crashing else { return [] }
+            // Offline stays offline until the new session reaches the peers.
+            if state == .crashing { state = .active }
+            sessionRunning = true
             return [.startSession]
 
         case .stop:
-            var actions: [Action] = []
-            if sessionRunning { actions.append(.stopSession) }
-            if state == .offline || state == .crashing { actions.append(.cancelRetry) }
-            return actions + finish(.cancelled)
+            return stopActions() + finish(.cancelled)
 
         case .fail(let error):
             lastError = error
-            var actions: [Action] = []
-            if sessionRunning { actions.append(.stopSession) }
-            if state == .offline || state == .crashing { actions.append(.cancelRetry) }
-            return actions + finish(.failed(error))
+            return stopActions() + finish(.failed(error))
         }
+    }
+
+    /// A running session is stopped; a scheduled retry is cancelled.
+    private func stopActions() -> [Action] {
+        if sessionRunning { return [.stopSession] }
+        return state == .offline || state == .crashing ? [.cancelRetry] : []
     }
 
     private mutating func finish(_ outcome: Outcome) -> [Action] {
         state = .stopped
+        sessionRunning = false
         isFinished = true
         return [.finish(outcome)]
     }

@@ -155,7 +155,7 @@ public final class BlobWriter {
             let written = Glibc.write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
             if written < 0 {
                 if errno == EINTR { continue }
-                throw CouchError.internalError("cannot write attachment")
+                throw CouchError.writeFailed(errno: errno, "cannot write attachment")
             }
             offset += written
         }
@@ -168,11 +168,12 @@ public final class BlobWriter {
     func finish() throws(CouchError) -> (path: String, digests: (md5: [UInt8], sha256: [UInt8], length: Int)) {
         guard descriptor >= 0 else { throw CouchError.internalError("attachment writer already closed") }
         let synced = fsync(descriptor) == 0
+        let failure = errno
         close(descriptor)
         descriptor = -1
         guard synced else {
             unlink(path)
-            throw CouchError.internalError("cannot sync attachment")
+            throw CouchError.writeFailed(errno: failure, "cannot sync attachment")
         }
         return (path, (md5.finish(), sha256.finish(), length))
     }

@@ -57,6 +57,7 @@ enum DatabaseSchema {
         // acknowledged write must survive a crash.
         try connection.execute("PRAGMA synchronous=FULL")
         try connection.execute("PRAGMA foreign_keys=OFF")
+        connection.deferCheckpoints()
     }
 
     static func migrate(_ connection: SQLiteConnection) throws(CouchError) {

@@ -31,10 +31,52 @@ public final class SQLiteConnection {
         sqlite3_close_v2(handle)
     }
 
-    static func failure(_ context: String, code: Int32, message: String) -> CouchError {
-        logger.error("sqlite: \(context) failed (\(code)): \(message)")
+    static func failure(_ context: String, code: Int32, message: String, systemErrno: Int32 = 0,
+                        path: String? = nil) -> CouchError {
+        logger.error("sqlite: \(context) failed (\(code), errno \(systemErrno)): \(message)")
+        // A full disk (SQLITE_FULL, or a write error while the disk or the file size limit
+        // is exhausted: SQLite does not keep the cause) is the client's to know about: 507,
+        // and the write left nothing.
+        if code & 0xff == SQLITE_FULL { return CouchError.storageFull }
+        if code & 0xff == SQLITE_IOERR {
+            if let path, StorageSpace.isExhausted(for: path) { return CouchError.storageFull }
+            return CouchError.writeFailed(errno: systemErrno, "storage error")
+        }
         return CouchError.internalError("storage error")
     }
+
+    var systemErrno: Int32 { sqlite3_system_errno(handle) }
+
+    /// Pages in the write-ahead log at the last commit (see `deferCheckpoints`).
+    private var walPages: Int32 = 0
+    static let checkpointPages: Int32 = 1000
+
+    /// Replaces SQLite's automatic checkpoint, which runs inside `COMMIT` and whose failure
+    /// (a full disk) `COMMIT` then reports although the transaction did commit: a write
+    /// would be answered as failed yet be there. The writer checkpoints after the commit
+    /// instead (`checkpointIfDue`), where a failure concerns no write.
+    func deferCheckpoints() {
+        sqlite3_wal_hook(handle, { context, _, _, pages in
+            guard let context else { return SQLITE_OK }
+            Unmanaged<SQLiteConnection>.fromOpaque(context).takeUnretainedValue().walPages = pages
+            return SQLITE_OK
+        }, Unmanaged.passUnretained(self).toOpaque())
+    }
+
+    /// A passive checkpoint once the log has grown past SQLite's usual threshold; a failure
+    /// is logged (the log keeps the commits, and the next commit tries again).
+    func checkpointIfDue() {
+        guard walPages >= Self.checkpointPages else { return }
+        walPages = 0
+        let code = sqlite3_wal_checkpoint_v2(handle, nil, SQLITE_CHECKPOINT_PASSIVE, nil, nil)
+        if code != SQLITE_OK {
+            Self.logger.warning("sqlite: checkpoint of \(path) failed (\(code), errno \(systemErrno)): \(lastErrorMessage)")
+        }
+    }
+
+    /// True when no transaction is open: after some errors (a full disk, an I/O error)
+    /// SQLite rolls the whole transaction back by itself.
+    var isAutocommit: Bool { sqlite3_get_autocommit(handle) != 0 }
 
     var lastErrorMessage: String { String(cString: sqlite3_errmsg(handle)) }
 
@@ -44,7 +86,7 @@ public final class SQLiteConnection {
         if code != SQLITE_OK {
             let message = error.map { String(cString: $0) } ?? lastErrorMessage
             sqlite3_free(error)
-            throw SQLiteConnection.failure(sql, code: code, message: message)
+            throw SQLiteConnection.failure(sql, code: code, message: message, systemErrno: systemErrno, path: path)
         }
     }
 
@@ -164,11 +206,13 @@ public final class SQLiteStatement {
         case SQLITE_DONE: return false
         default:
             let message = connection.lastErrorMessage
+            let systemErrno = connection.systemErrno
             sqlite3_reset(pointer)
             if code & 0xff == SQLITE_CONSTRAINT {
                 throw CouchError(.conflict, "Document update conflict.")
             }
-            throw SQLiteConnection.failure("step \(String(cString: sqlite3_sql(pointer)))", code: code, message: message)
+            throw SQLiteConnection.failure("step \(String(cString: sqlite3_sql(pointer)))", code: code, message: message,
+                                           systemErrno: systemErrno, path: connection.path)
         }
     }
 

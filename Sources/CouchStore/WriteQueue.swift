@@ -90,6 +90,14 @@ final class WriteQueue: @unchecked Sendable {
                 try write.operation(transaction)
                 try connection.run("RELEASE write")
             } catch {
+                // A full disk or an I/O error may have rolled the whole transaction back:
+                // then the writes before this one are gone too, and the ones after must not
+                // run outside a transaction (each would commit on its own, unacknowledged).
+                if connection.isAutocommit {
+                    for other in batch where other.error == nil || other === write { other.error = error }
+                    batch.forEach { $0.isDone = true }
+                    return startSequence
+                }
                 transaction.state = saved
                 try? connection.run("ROLLBACK TO write")
                 try? connection.run("RELEASE write")
@@ -106,6 +114,7 @@ final class WriteQueue: @unchecked Sendable {
             return startSequence
         }
         batch.forEach { $0.isDone = true }
+        connection.checkpointIfDue()
         return transaction.sequence
     }
 }

@@ -111,6 +111,9 @@ struct Serve: ParsableCommand {
         let listener = Listener(configuration: server.configuration.listener, handler: server)
         // Signals are caught before the banner announces the server, so a parent that
         // stops it as soon as it is up is never ignored.
+        // A file that reaches the process's size limit (RLIMIT_FSIZE) must fail its write
+        // (EFBIG, answered 507 like a full disk), not kill the server.
+        signal(SIGXFSZ, SIG_IGN)
         ShutdownSignals.install { signal in
             // Replications first (their last checkpoint may go through this listener), then
             // the requests in flight finish and feeds end, then the daemon and databases close.

@@ -42,13 +42,41 @@ import Testing
         #expect(machine.state == .offline)
         #expect(machine.lastError == unreachable)
         #expect(machine.handle(.retryTimerFired) == [.startSession])
-        #expect(machine.state == .active)
+        #expect(machine.state == .offline, "offline until the new session reaches the peers")
         #expect(machine.handle(.sessionFailed(unreachable)) == [.scheduleRetry(afterMilliseconds: 200)])
         _ = machine.handle(.retryTimerFired)
         #expect(machine.handle(.sessionFailed(serverError)) == [.scheduleRetry(afterMilliseconds: 350)])
         #expect(machine.state == .crashing)
         _ = machine.handle(.retryTimerFired)
         #expect(machine.handle(.sessionFailed(serverError)) == [.scheduleRetry(afterMilliseconds: 350)], "capped")
+    }
+
+    /// However long the outage, a peer that comes back is tried again within seconds; the
+    /// job stays offline while it tries, and is active once the peers are reached.
+    @Test func anOfflineJobProbesItsPeersEveryFewSeconds() {
+        var machine = Machine(continuous: true)
+        _ = machine.handle(.start)
+        _ = machine.handle(.sessionOpened)
+        var waits: [Int] = []
+        var states: Set<Machine.State> = []
+        for _ in 0..<20 {
+            for action in machine.handle(.sessionFailed(unreachable)) {
+                if case .scheduleRetry(let wait) = action { waits.append(wait) }
+            }
+            states.insert(machine.state)
+            #expect(machine.handle(.retryTimerFired) == [.startSession])
+            states.insert(machine.state)
+        }
+        #expect(waits.first == 1_000)
+        #expect(waits.max() == Machine.offlineProbeMilliseconds)
+        #expect(states == [.offline], "no flicker while the peer is away")
+        _ = machine.handle(.sessionOpened)
+        #expect(machine.state == .active)
+        // A peer that answers with errors still backs off fully.
+        _ = machine.handle(.sessionFailed(serverError))
+        for _ in 0..<12 { _ = machine.handle(.retryTimerFired); _ = machine.handle(.sessionFailed(serverError)) }
+        #expect(machine.handle(.retryTimerFired) == [.startSession])
+        #expect(machine.handle(.sessionFailed(serverError)) == [.scheduleRetry(afterMilliseconds: 300_000)])
     }
 
     @Test func progressResetsTheBackoff() {

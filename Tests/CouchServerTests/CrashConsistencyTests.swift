@@ -114,7 +114,12 @@ final class CrashCampaign: @unchecked Sendable {
                     self.run(writer, port: port, writer: cycle * 100 + index, stop: stop)
                 }.start()
             }
-            usleep(UInt32(nextRandom(100...600)) * 1000)
+            // The kill comes once this cycle has written something (however loaded the
+            // machine), at a random moment after that.
+            let before = lock.withLock { report.acknowledged }
+            let deadline = Date().addingTimeInterval(30)
+            while lock.withLock({ report.acknowledged }) < before + 20, Date() < deadline { usleep(5_000) }
+            usleep(UInt32(nextRandom(0...500)) * 1000)
             kill(server.process.processIdentifier, SIGKILL)
             server.process.waitUntilExit()
             stop.set()

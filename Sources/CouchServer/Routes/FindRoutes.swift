@@ -14,7 +14,8 @@ enum FindRoutes {
         let (database, query) = try plan(context, partition: partition)
         let source = try MangoRequestSource(context, database: database, conflicts: query.options.conflicts,
                                             partition: partition)
-        let result = try query.find(source: source, reader: context.server.mangoIndexes, text: context.server.mangoText)
+        let result = try query.find(source: source, reader: MangoJSONIndexes(manager: context.server.indexes, database: database),
+                                    text: context.server.mangoText.searcher(for: database))
         return .json(200, bytes: result.body)
     }
 
@@ -24,9 +25,9 @@ enum FindRoutes {
     }
 
     private static func plan(_ context: RouteContext, partition: String?) throws -> (Database, MangoQuery) {
+        let database = try context.database()
         try context.requireJSONContentType()
         let body = try context.jsonObjectBody()
-        let database = try context.database()
         var options = try MangoFindOptions(body)
         guard let partition else {
             return (database, try MangoQuery(options, indexes: try MangoIndex.list(in: database)))

@@ -13,10 +13,18 @@ final class FaultyProxy: @unchecked Sendable {
         var dropAfter = 0.0
         /// Probability of answering 500 without forwarding.
         var serverError = 0.0
+        /// Probability of answering 502, 503 or 429 (in turn) without forwarding.
+        var busy = 0.0
+        /// Probability of closing with a TCP reset without forwarding.
+        var reset = 0.0
+        /// Probability of forwarding, then sending only half of the answer's body.
+        var truncate = 0.0
         /// Added to every request, in seconds.
         var delay = 0.0
         /// Answer `_bulk_get` as a peer without it does (CouchDB < 2.0: 404... as a document).
         var withoutBulkGet = false
+        /// Answers chosen by the test for some requests (nil: the request goes on as usual).
+        var answer: (@Sendable (LoopbackHTTPServer.Request) -> LoopbackHTTPServer.Response?)? = nil
     }
 
     private let server: LoopbackHTTPServer
@@ -34,6 +42,7 @@ final class FaultyProxy: @unchecked Sendable {
         self.state = state
         server = try LoopbackHTTPServer { request in
             if faults.delay > 0 { Thread.sleep(forTimeInterval: faults.delay) }
+            if let answer = faults.answer?(request) { return .respond(answer) }
             if faults.withoutBulkGet && request.path.hasSuffix("/_bulk_get") {
                 return .respond(.json(404, ["error": "not_found", "reason": "missing"]))
             }
@@ -46,6 +55,18 @@ final class FaultyProxy: @unchecked Sendable {
                 state.count()
                 return .respond(.json(500, ["error": "unknown_error", "reason": "injected"]))
             }
+            var threshold = faults.dropBefore + faults.serverError
+            if roll >= threshold, roll < threshold + faults.busy {
+                state.count()
+                let status = [502, 503, 429][state.injected % 3]
+                return .respond(.json(status, ["error": "unavailable", "reason": "injected"]))
+            }
+            threshold += faults.busy
+            if roll >= threshold, roll < threshold + faults.reset {
+                state.count()
+                return .reset
+            }
+            threshold += faults.reset
             var headers: [(String, String)] = []
             for name in ["content-type", "accept", "authorization", "cookie"] {
                 if let value = request.header(name) { headers.append((name, value)) }
@@ -53,9 +74,18 @@ final class FaultyProxy: @unchecked Sendable {
             guard let response = try? httpRequest(port: upstreamPort, request.method, request.target, headers: headers,
                                                   body: request.body.isEmpty && request.method == "GET" ? nil : request.body)
             else { return .drop }
-            if roll < faults.dropBefore + faults.serverError + faults.dropAfter {
+            if roll >= threshold, roll < threshold + faults.dropAfter {
                 state.count()
                 return .drop
+            }
+            threshold += faults.dropAfter
+            if roll >= threshold, roll < threshold + faults.truncate {
+                state.count()
+                var forwarded: [(String, String)] = []
+                for header in response.headers where header.name.lowercased() == "content-type" {
+                    forwarded.append((header.name, header.value))
+                }
+                return .truncate(LoopbackHTTPServer.Response(status: response.status, headers: forwarded, body: response.body))
             }
             state.record(target: request.target, bytes: response.body.count)
             var forwarded: [(String, String)] = []

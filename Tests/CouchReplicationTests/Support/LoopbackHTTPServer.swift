@@ -42,6 +42,10 @@ final class LoopbackHTTPServer: @unchecked Sendable {
         /// Send the head and this first chunk of a chunked body, then keep the connection
         /// open without ending the body (a feed that has nothing more to say).
         case respondAndHold(Response)
+        /// Send the head with the whole body's length and half the body, then close.
+        case truncate(Response)
+        /// Close with a TCP reset (SO_LINGER 0) without answering.
+        case reset
     }
 
     private let listener: Int32
@@ -150,6 +154,16 @@ final class LoopbackHTTPServer: @unchecked Sendable {
             lock.unlock()
             switch handler(request) {
             case .drop:
+                return
+            case .reset:
+                var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
+                setsockopt(fd, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
+                return
+            case .truncate(let response):
+                var head = "HTTP/1.1 \(response.status) Status\r\n"
+                for (name, value) in response.headers { head += "\(name): \(value)\r\n" }
+                head += "Content-Length: \(response.body.count)\r\n\r\n"
+                _ = write(fd, Array(head.utf8) + response.body.prefix(response.body.count / 2))
                 return
             case .respond(let response):
                 var head = "HTTP/1.1 \(response.status) Status\r\n"
