@@ -39,13 +39,14 @@ import feeds  # noqa: E402  (beside this file)
 import functions  # noqa: E402  (beside this file)
 import views  # noqa: E402  (beside this file)
 import mango  # noqa: E402
+import partitions  # noqa: E402
 BANNER = re.compile(rb"listening on http://[^:/]+:(\d+)/")
 DB = "bench"                       # the database loaded by _bulk_docs and read by the other rows
 ID_FORMAT = "bench-%07d"           # document ids, fixed width so every document has the same size
 DOC_BYTES = 1024                   # size of a document as sent in _bulk_docs, _id included
 WORKLOADS = ["bulk_docs", "get_c10", "get_c100", "put_c1", "put_c10", "changes", "all_docs", "feed_latency",
              "replication", "idle_rss_after_load", "filter_changes", "validate_bulk_docs", "view_build", "view_query",
-             "view_query_docs", "mango_find", "feeds_at_scale", "startup", "idle_rss"]
+             "view_query_docs", "mango_find", "partition_query", "feeds_at_scale", "startup", "idle_rss"]
 
 
 class Settings:
@@ -458,6 +459,8 @@ class Bench:
                 views.views(self, server, http_request, expect, DB)
             if self.wanted("mango_find"):
                 mango.mango_find(self, server, expect, DB)
+            if self.wanted("partition_query"):
+                partitions.partition_query(self, server, expect)
         except RuntimeError as failure:
             raise BenchError(str(failure))
         server.stop()
