@@ -51,8 +51,9 @@ let package = Package(
         .target(name: "CouchIndex", dependencies: [
             "CouchCore", "CouchStore", "CouchFunctions", .product(name: "Logging", package: "swift-log"),
         ]),
-        // Mango queries: `_find`'s options, the planner, index definitions, text search.
-        .target(name: "CouchMango", dependencies: ["CouchCore", "CouchStore", "CSQLite"]),
+        // Mango queries: `_find`'s options, the planner, index definitions (JSON indexes on
+        // CouchIndex), text indexes on SQLite FTS5.
+        .target(name: "CouchMango", dependencies: ["CouchCore", "CouchStore", "CouchIndex"]),
         // An HTTP client on libcurl that knows nothing of CouchDB.
         .target(name: "CurlClient", dependencies: ["CCurl", "CShims"]),
         // The replicator: endpoints (local store or remote HTTP), stages, checkpoints, jobs.
@@ -61,8 +62,8 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ]),
         .target(name: "CouchServer", dependencies: [
-            "CouchCore", "CouchStore", "CouchFunctions", "CouchIndex", "CouchReplication", "CMicroHTTPD", "CShims",
-            "CouchCore", "CouchStore", "CouchFunctions", "CouchReplication", "CouchMango", "CMicroHTTPD", "CShims",
+            "CouchCore", "CouchStore", "CouchFunctions", "CouchIndex", "CouchMango", "CouchReplication", "CMicroHTTPD",
+            "CShims",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "Metrics", package: "swift-metrics"), .product(name: "Prometheus", package: "swift-prometheus"),
         ]),

@@ -81,18 +81,29 @@ public struct DocumentEdit: Sendable {
     /// The body as stored: compact JSON, client's key order and number text.
     public var bodyBytes: [UInt8] { JSONValue.object(body).serialized() }
 
+    /// The body as an Erlang term (`{[{Key, Value}, ...]}`, without the format's version
+    /// byte): the part of the revision ID's hashed term that depends on the body alone, so it
+    /// can be made before the writer and hashed there with the parent it turns out to follow.
+    public var bodyTerm: [UInt8] {
+        var term = ExternalTermWriter(fragment: true)
+        term.object(body)
+        return term.bytes
+    }
+
     /// The revision ID this edit gets when it follows `parent`, as CouchDB computes it
     /// (`couch_db:new_revid`): the MD5 of `term_to_binary([Deleted, OldStart, OldRev, Body, Atts],
     /// [{minor_version, 1}])`, where `OldRev` is the parent's digest as CouchDB holds it (0 for a
     /// new document) and `Atts` lists `{Name, Type, MD5}` in the reverse of the document's order.
-    /// The same edit made here and on Apache CouchDB gets the same ID.
-    public func nextRevision(after parent: RevisionID?, attachments: [AttachmentInfo] = []) -> RevisionID {
+    /// The same edit made here and on Apache CouchDB gets the same ID. `bodyTerm`, when given,
+    /// is this edit's `bodyTerm` made earlier.
+    public func nextRevision(after parent: RevisionID?, attachments: [AttachmentInfo] = [],
+                             bodyTerm: [UInt8]? = nil) -> RevisionID {
         var term = ExternalTermWriter()
         term.listHeader(5)
         term.bool(isDeleted)
         term.integer(parent?.generation ?? 0)
         if let parent { term.binary(parent.digestBinary) } else { term.integer(0) }
-        term.object(body)
+        if let bodyTerm { term.appendRaw(bodyTerm[...]) } else { term.object(body) }
         if attachments.isEmpty {
             term.emptyList()
         } else {

@@ -9,6 +9,11 @@ public struct ExternalTermWriter: Sendable {
 
     public init() {}
 
+    /// A writer for a part of a term, to be added to a whole one with `appendRaw`: no version byte.
+    public init(fragment: Bool) {
+        if fragment { bytes = [] }
+    }
+
     // Tags of the external term format.
     private enum Tag {
         static let newFloat: UInt8 = 70
@@ -26,7 +31,7 @@ public struct ExternalTermWriter: Sendable {
     }
 
     /// Bytes already in the format (a precomputed part of a term).
-    mutating func appendRaw(_ raw: ArraySlice<UInt8>) { bytes.append(contentsOf: raw) }
+    public mutating func appendRaw(_ raw: ArraySlice<UInt8>) { bytes.append(contentsOf: raw) }
 
     /// An atom of Latin-1 characters (`minor_version` 1 writes them as `ATOM_EXT`).
     public mutating func atom(_ name: StaticString) {

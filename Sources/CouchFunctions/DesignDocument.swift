@@ -38,6 +38,8 @@ public struct DesignDocument: Sendable {
         // Functions in another language (`"language": "query"` for Mango indexes, ...) are not
         // JavaScript: Couchette neither compiles nor runs them.
         let isJavaScript = (body["language"]?.stringValue ?? "javascript") == "javascript"
+        // Rewrite rules (an array) are not code: they apply whatever the language.
+        let rules = body["rewrites"].flatMap { $0.arrayValue != nil || isJavaScript ? $0 : nil }
         let body = isJavaScript ? body : JSONObject()
         validation = body["validate_doc_update"]?.stringValue
         var functions: [(FunctionKind, String, String)] = []
@@ -69,7 +71,7 @@ public struct DesignDocument: Sendable {
         shows = rendering[.show] ?? [:]
         lists = rendering[.list] ?? [:]
         updates = rendering[.update] ?? [:]
-        rewrites = body["rewrites"]
+        rewrites = rules
         self.functions = functions
         self.viewNames = viewNames
     }

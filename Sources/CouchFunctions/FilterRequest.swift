@@ -12,6 +12,9 @@ public struct FilterRequest: Sendable {
     public var headers = JSONObject()
     /// The path's segments, `["db", "_changes"]`.
     public var path: [String]
+    /// The path as requested, with its query string (CouchDB's `raw_path`); by default the
+    /// segments joined.
+    public var rawPath: String?
     public var peer = "127.0.0.1"
     public var cookie = JSONObject()
     public var form = JSONObject()
@@ -44,7 +47,7 @@ public struct FilterRequest: Sendable {
             (key: "method", value: JSONValue(method)),
             (key: "requested_path", value: pathValue),
             (key: "path", value: pathValue),
-            (key: "raw_path", value: JSONValue("/" + path.joined(separator: "/"))),
+            (key: "raw_path", value: JSONValue(rawPath ?? "/" + path.joined(separator: "/"))),
             (key: "query", value: .object(query)),
             (key: "headers", value: .object(headers)),
             (key: "body", value: JSONValue(body ?? "undefined")),

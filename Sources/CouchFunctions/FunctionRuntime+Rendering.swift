@@ -44,21 +44,15 @@ extension FunctionRuntime {
         return (pair[0], pair[1])
     }
 
-    /// A list function run over `rows` (each a view row's JSON): the messages it flushed, in
-    /// order (`["start", chunks, response]`, `["chunks", chunks(, response)]`,
-    /// `["end", chunks(, response)]`).
-    public func list(_ name: String, design: DesignDocument, database: DatabaseName, head: JSONValue,
-                     request: JSONValue, rows: [[UInt8]]) throws(CouchError) -> [JSONValue] {
+    /// A list function run over a view's answer (its JSON: `total_rows`, `offset`,
+    /// `update_seq`, `rows`, parsed once in the engine): the messages it flushed, in order
+    /// (`["start", chunks, response]`, `["chunks", chunks(, response)]`, `["end", chunks(, response)]`).
+    public func list(_ name: String, design: DesignDocument, database: DatabaseName, view: [UInt8],
+                     request: JSONValue) throws(CouchError) -> [JSONValue] {
         let source = try Self.source(design.lists[name], member: "lists", name: name, design: design)
         let key = design.key(.list, name, database: database)
-        var batch: [UInt8] = [UInt8(ascii: "[")]
-        for (index, row) in rows.enumerated() {
-            if index > 0 { batch.append(UInt8(ascii: ",")) }
-            batch += row
-        }
-        batch.append(UInt8(ascii: "]"))
         let result = try render(key: key, source: source, design: design, driver: "runList",
-                                arguments: [head.serialized(), request.serialized(), batch])
+                                arguments: [view, request.serialized()])
         guard case .array(let messages) = result else {
             throw CouchError.named("render_error", "undefined response from list function")
         }

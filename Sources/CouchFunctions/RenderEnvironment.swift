@@ -143,10 +143,17 @@ enum RenderEnvironment {
         var text = e && e.toString ? e.toString() : String(e);
         throw ["error", "render_error", "function raised error: " + text + " \nstacktrace: " + (e && e.stack)];
       }
+      // `rows`: a view's rows, handed to `getRow` one at a time as CouchDB hands them to a list
+      // (`id`, `key`, `value`, `doc` only).
       function begin(rows) {
         resetTypes(); resetProvides(); resetList(); messages = [];
         var index = 0;
-        nextRow = rows ? function() { return index < rows.length ? rows[index++] : null; } : null;
+        nextRow = rows ? function() {
+          if (index >= rows.length) { return null; }
+          var row = rows[index++], given = {};
+          ["id", "key", "value", "doc"].forEach(function(name) { if (row[name] !== undefined) { given[name] = row[name]; } });
+          return given;
+        } : null;
       }
 
       couchette.runShow = function(fun, ddoc, doc, req) {
@@ -192,9 +199,11 @@ enum RenderEnvironment {
         }
       };
 
-      // `rows`: the view's rows, handed to `getRow` one at a time.
-      couchette.runList = function(fun, ddoc, head, req, rows) {
-        begin(rows);
+      // `view`: the view's answer (`total_rows`, `offset`, `update_seq`, `rows`).
+      couchette.runList = function(fun, ddoc, view, req) {
+        begin((view && view.rows) || []);
+        var head = {};
+        ["total_rows", "offset", "update_seq"].forEach(function(name) { if (view && view[name] !== undefined) { head[name] = view[name]; } });
         try {
           var tail = fun.call(ddoc, head, req);
           if (providesUsed) { tail = runProvides(req, ddoc); }

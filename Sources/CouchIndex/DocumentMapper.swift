@@ -38,13 +38,17 @@ public struct IndexDefinition: Sendable {
     public let mapper: DocumentMapper
     /// Whether design documents are mapped too (CouchDB's `options.include_design`).
     public let includeDesign: Bool
+    /// Whether documents carry `_local_seq`, their sequence (CouchDB's `options.local_seq`).
+    public let includeLocalSequence: Bool
 
     /// - Parameter signature: a digest of everything that decides the rows (functions,
     ///   language, options), so that a change makes a new index and nothing else does.
-    public init(signature: String, viewNames: [String], mapper: DocumentMapper, includeDesign: Bool = false) {
+    public init(signature: String, viewNames: [String], mapper: DocumentMapper, includeDesign: Bool = false,
+                includeLocalSequence: Bool = false) {
         self.signature = signature
         self.viewNames = viewNames
         self.mapper = mapper
         self.includeDesign = includeDesign
+        self.includeLocalSequence = includeLocalSequence
     }
 }

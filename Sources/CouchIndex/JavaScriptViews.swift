@@ -15,7 +15,8 @@ public struct JavaScriptViews: Sendable {
         let functions = views.map { (key: design.viewFunctionKey($0.name, reduce: false, database: database), source: $0.map) }
         definition = IndexDefinition(signature: Self.signature(design), viewNames: views.map(\.name),
                                      mapper: JavaScriptMapper(runtime: runtime, functions: functions, design: design.jsonBytes),
-                                     includeDesign: design.body["options"]?["include_design"]?.boolValue == true)
+                                     includeDesign: design.body["options"]?["include_design"]?.boolValue == true,
+                                     includeLocalSequence: design.body["options"]?["local_seq"]?.boolValue == true)
     }
 
     /// The position of `name` among the views, or CouchDB's 404.

@@ -11,6 +11,12 @@ public struct ViewRange: Sendable {
     public var endDocID: String?
     public var inclusiveEnd = true
     public var descending = false
+    /// Inclusive bounds given as `Collation.sortKey` bytes, whatever the direction (Mango's
+    /// prefix ranges end in a byte above every value, which no JSON key can say).
+    public var lowSortKey: [UInt8]?
+    public var highSortKey: [UInt8]?
+    /// Rows strictly after this key (sort key bytes) and document ID, in the range's direction.
+    public var after: (sortKey: [UInt8], docID: String)?
 
     public init() {}
 
@@ -127,6 +133,18 @@ extension ViewIndex {
             } else {
                 bound(range.endKey, range.endDocID, "key < ?", "(key, doc_id) < (?, ?)")
             }
+        }
+        if let low = range.lowSortKey {
+            conditions.append("key >= ?")
+            arguments.append(.blob(low))
+        }
+        if let high = range.highSortKey {
+            conditions.append("key <= ?")
+            arguments.append(.blob(high))
+        }
+        if let after = range.after {
+            conditions.append(range.descending ? "(key, doc_id) < (?, ?)" : "(key, doc_id) > (?, ?)")
+            arguments += [.blob(after.sortKey), .text(after.docID)]
         }
         return (conditions, arguments)
     }

@@ -97,7 +97,7 @@ public final class ViewIndex: @unchecked Sendable {
             }
             guard let last = changes.last else { break }
             // Design documents are not in views (CouchDB's `include_design` option puts them in).
-            let inputs = changes.filter { !$0.isDeleted && (definition.includeDesign || !$0.id.isDesign) }.map(Self.mapInput)
+            let inputs = changes.filter { !$0.isDeleted && (definition.includeDesign || !$0.id.isDesign) }.map { Self.mapInput($0, localSequence: definition.includeLocalSequence) }
             let emitted = try mapInParallel(inputs)
             var byDocument: [String: [[Emission]]] = [:]
             for (input, rows) in zip(inputs, emitted) { byDocument[input.id.rawValue] = rows }
@@ -185,8 +185,9 @@ public final class ViewIndex: @unchecked Sendable {
     }
 
     /// A changed document as map functions see it: `_id`, `_rev`, its members,
-    /// `_attachments` stubs and `_conflicts`, spliced from the stored bytes.
-    static func mapInput(_ change: ChangeRow) -> MapInput {
+    /// `_attachments` stubs, `_conflicts` (and `_local_seq` when asked), spliced from the
+    /// stored bytes.
+    static func mapInput(_ change: ChangeRow, localSequence: Bool = false) -> MapInput {
         var bytes: [UInt8] = Array("{\"_id\":".utf8)
         bytes.reserveCapacity((change.body?.count ?? 2) + 96)
         JSONWriter.appendString(change.id.rawValue, to: &bytes)
@@ -211,6 +212,7 @@ public final class ViewIndex: @unchecked Sendable {
             bytes += Array(conflicts.map { "\"\($0.description)\"" }.joined(separator: ",").utf8)
             bytes.append(UInt8(ascii: "]"))
         }
+        if localSequence { bytes += Array(",\"_local_seq\":\(change.sequence)".utf8) }
         bytes.append(UInt8(ascii: "}"))
         return MapInput(id: change.id, json: bytes)
     }

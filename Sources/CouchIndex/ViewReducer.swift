@@ -82,7 +82,7 @@ public struct ViewReducer {
         case .distinct: return JSONValue(distinctKeys.count)
         case .sum: return (sum ?? .number(NumberSum())).json
         case .stats:
-            guard let stats else { return .object(JSONObject()) }   // CouchDB answers {} for no rows? (never reached)
+            guard let stats else { return .null }   // a group always has a row: not reached
             return statsOfScalar ? stats[0].json : .array(stats.map(\.json))
         case .javascript(let key, let source, let design, let runtime):
             try flush()

@@ -47,6 +47,7 @@ enum MangoPlanner {
         if kind == .special, !options.allowFallback, options.useIndex != ["_all_docs"] {
             throw MangoErrors.named("no_usable_index", "No global index exists for this selector, try indexing by the sort fields.")
         }
+        if kind != .text, MangoRangeAnalysis.isTextSearch(selector) { throw MangoErrors.selectorUnsupported }
         if kind == .text, ofType.count > 1 {
             throw MangoErrors.named("multiple_text_indexes", "You must specify an index with the `use_index` parameter.")
         }
@@ -106,6 +107,8 @@ enum MangoPlanner {
         case .text:
             if selector == .object(JSONObject()) { return "empty_selector" }
             if !sortFields.isEmpty { return "sort_order_mismatch" }
+            // Couchette's: other conditions are matched on the documents `$text` finds.
+            if MangoRangeAnalysis.isTextSearch(selector) { return nil }
             guard let names = index.text?.fields?.map(\.name) else { return nil }
             let mentioned = Set(MangoRangeAnalysis.fields(selector)).subtracting(["$default"])
             return mentioned.isSubset(of: Set(names)) ? nil : "field_mismatch"

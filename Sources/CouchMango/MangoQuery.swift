@@ -190,11 +190,14 @@ public struct MangoQuery: Sendable {
            let id = after[1].stringValue {
             resume = MangoIndexRow(key: key, id: id)
         }
+        // The index is brought up to date once, before its first rows are read.
+        var update = options.update
         for range in ranges where !run.isDone {
             var after = resume
             while !run.isDone {
                 let rows = try reader.rows(plan.index, in: range, descending: descending, after: after,
-                                           limit: Self.batch, update: options.update, source: source)
+                                           limit: Self.batch, update: update, source: source)
+                update = false
                 run.keysExamined(rows.count)
                 guard let last = rows.last else { break }
                 let documents = try source.documents(rows.map(\.id))
@@ -259,6 +262,12 @@ public struct MangoQuery: Sendable {
         if index.kind != .text {
             members.append((key: "mrargs", value: .object(JSONObject(mrargs))))
             members.append((key: "covering", value: .bool(MangoPlanner.covers(index, fields: required))))
+        } else {
+            // As `mango_cursor_text:explain`, with the FTS5 expression as the query.
+            let text = (try? DatabaseTextSearcher.textQuery(options.selector.normalized)) ?? nil
+            members.append((key: "query", value: text.flatMap(MangoTextQuery.fts5).map { JSONValue($0) } ?? .null))
+            members.append((key: "partition", value: .null))
+            members.append((key: "sort", value: "relevance"))
         }
         if plan.keyRanges.count > 1 {
             // Couchette's: the key ranges a `$in` was expanded into.

@@ -20,7 +20,7 @@ public final class MangoTextIndexes: @unchecked Sendable {
     }
 
     func store(for index: MangoIndex, text: MangoTextDefinition, in database: Database) throws -> MangoTextStore {
-        let signature = Digest.hex(Digest.sha1(Array("text\n".utf8) + text.storedJSON.canonicalBytes))
+        let signature = text.signature
         let key = database.path + "|" + database.instanceStartTime + "|" + signature
         return try lock.withLock {
             if let store = open[key] { return store }
@@ -45,7 +45,8 @@ struct DatabaseTextSearcher: MangoTextSearcher {
         let query = try Self.textQuery(options.selector.normalized)
         let store = try indexes.store(for: index, text: text, in: database)
         if options.update { try store.update(from: database) }
-        var offset = run.resumeAfter?.arrayValue?.first?.intValue ?? 0
+        // A bookmark is the client's: bound its offset so no arithmetic on it can overflow.
+        var offset = min(max(run.resumeAfter?.arrayValue?.first?.intValue ?? 0, 0), 1 << 40)
         while !run.isDone {
             let ids = try store.search(query, offset: offset, limit: MangoQuery.batch)
             run.keysExamined(ids.count)
@@ -79,6 +80,22 @@ struct DatabaseTextSearcher: MangoTextSearcher {
             throw MangoErrors.named("text_search_error", "$text is only supported at the top of the selector or in its top $and")
         }
         return found
+    }
+}
+
+extension MangoTextDefinition {
+    /// The name of the index's file: a digest of its definition.
+    var signature: String { Digest.hex(Digest.sha1(Array("text\n".utf8) + storedJSON.canonicalBytes)) }
+}
+
+extension MangoIndex {
+    /// The name of the index's file beside the database (`_view_cleanup` keeps it).
+    public var signature: String? {
+        switch kind {
+        case .special: return nil
+        case .json: return MangoJSONIndexes.definition(self).signature
+        case .text: return text?.signature
+        }
     }
 }
 

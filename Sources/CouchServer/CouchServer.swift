@@ -32,14 +32,15 @@ public final class CouchServer: RequestHandler {
     public let replicatorDatabase: ReplicatorDatabase
     /// Fetches the attachment bodies an on-demand pull left on its source, when first read.
     public let attachmentsOnDemand: OnDemandAttachments
-    /// Mango JSON indexes' rows and text indexes, read by `_find`.
-    let mangoIndexes: MangoIndexReader = MangoScanIndexReader()
-    let mangoText: MangoTextSearcher? = nil
+    /// Mango's text indexes (FTS5 files beside each database); its JSON indexes are in `indexes`.
+    let mangoText = MangoTextIndexes()
     /// The admin page's files served at `/_utils/` (nil: none found; see `PublicDirectory`).
     public let publicDirectory: String?
     let logger = Logger(label: "couchette.server")
     /// Requests, reads and feeds counted for `_stats` and `_prometheus`.
-    let metrics = ServerMetrics()
+    let metrics: ServerMetrics
+    /// Trims the allocator once requests stop (see `IdleMemoryRelease`).
+    private let idleMemoryRelease: IdleMemoryRelease
 
     /// A server for `databases`, its admins (stored hashed) and session secret kept in
     /// their data directory. Refuses to serve beyond loopback with no admin.
@@ -65,10 +66,16 @@ public final class CouchServer: RequestHandler {
         }
         databases.validator = functions
         indexes.registerSignatureProvider(ViewRoutes.javaScriptSignatures(functions))
+        indexes.registerSignatureProvider { database in
+            Set(((try? MangoIndex.list(in: database)) ?? []).compactMap(\.signature))
+        }
         replications = ReplicationManager(serverUUID: databases.serverUUID, databases: databases, functions: functions)
         scheduler = ReplicationScheduler(manager: replications, configuration: effective.replicator)
         replicatorDatabase = ReplicatorDatabase(databases: databases, scheduler: scheduler)
         attachmentsOnDemand = OnDemandAttachments(replicatorDatabase: replicatorDatabase)
+        let metrics = ServerMetrics()
+        self.metrics = metrics
+        idleMemoryRelease = IdleMemoryRelease(requestCount: { [weak metrics] in metrics?.requestCount ?? 0 })
         replicatorDatabase.start()
     }
 
@@ -168,7 +175,12 @@ public final class CouchServer: RequestHandler {
     /// Attachment uploads, alone or in a `multipart/related` document, stream into the
     /// blob store as they arrive; every other body is read into memory.
     public func bodySink(method: String, path: String, headers: [String: String]) -> RequestBodySink? {
-        guard method == "PUT", let endpoint = try? Endpoint(path: path), let name = endpoint.databaseName,
+        guard method == "PUT" else { return nil }
+        // A plain document PUT (`/db/doc`, no multipart body) is neither: answered without
+        // parsing the path and authorizing the request here as well as in `route`.
+        let isMultipart = headers["content-type"].map { $0.lowercased().hasPrefix("multipart/related") } ?? false
+        guard isMultipart || path.utf8.lazy.filter({ $0 == UInt8(ascii: "/") }).count >= 3 else { return nil }
+        guard let endpoint = try? Endpoint(path: path), let name = endpoint.databaseName,
               accessControl.mayUpload(method: method, path: path, headers: headers, endpoint: endpoint),
               let database = try? databases.database(name) else { return nil }
         switch endpoint {

@@ -24,7 +24,7 @@ public struct HTTPRequest: Sendable {
         self.bodySink = bodySink
     }
 
-    public func header(_ name: String) -> String? { headers[name.lowercased()] }
+    public func header(_ name: String) -> String? { headers[name.headerNameLowercased] }
 
     /// The last value given for a query parameter, as CouchDB reads them.
     public func queryValue(_ name: String) -> String? {
@@ -89,6 +89,16 @@ enum PercentDecoding {
         case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
         default: nil
         }
+    }
+}
+
+extension String {
+    /// A header name in lower case. Names are ASCII tokens: no Unicode case mapping (which
+    /// costs more than the rest of reading a header), and no copy when already lower case.
+    var headerNameLowercased: String {
+        guard utf8.contains(where: { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }) else { return self }
+        return String(decoding: utf8.map { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") ? $0 | 0x20 : $0 },
+                      as: UTF8.self)
     }
 }
 

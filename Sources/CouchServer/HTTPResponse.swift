@@ -46,11 +46,13 @@ public struct HTTPResponse: Sendable {
     public static let ok = json(200, ["ok": true])
 
     public func header(_ name: String) -> String? {
-        headers.first { $0.name.lowercased() == name.lowercased() }?.value
+        let wanted = name.headerNameLowercased
+        return headers.first { $0.name.headerNameLowercased == wanted }?.value
     }
 
     public mutating func setHeader(_ name: String, _ value: String) {
-        headers.removeAll { $0.name.lowercased() == name.lowercased() }
+        let wanted = name.headerNameLowercased
+        headers.removeAll { $0.name.headerNameLowercased == wanted }
         headers.append((name, value))
     }
 }

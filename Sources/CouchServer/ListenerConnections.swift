@@ -52,7 +52,7 @@ final class RequestState {
         // Repeated headers arrive joined by ", ". Two different lengths, or a length beside
         // a transfer coding, could frame the body differently for a proxy in front of us.
         if let lengths = headers["content-length"] {
-            if Set(lengths.split(separator: ",").map { $0.trimmingWhitespace() }).count > 1 {
+            if lengths.utf8.contains(UInt8(ascii: ",")), Set(lengths.split(separator: ",").map { $0.trimmingWhitespace() }).count > 1 {
                 framingError = CouchError.badRequest("Conflicting Content-Length headers")
             } else if headers["transfer-encoding"] != nil {
                 framingError = CouchError.badRequest("Content-Length and Transfer-Encoding must not both be given")
@@ -62,7 +62,7 @@ final class RequestState {
 
     fileprivate func addHeader(_ name: String, _ value: String) {
         headerBytes += name.utf8.count + value.utf8.count + 4
-        let key = name.lowercased()
+        let key = name.headerNameLowercased
         if let existing = headers[key] {
             headers[key] = existing + ", " + value
         } else {

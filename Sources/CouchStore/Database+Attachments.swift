@@ -13,19 +13,55 @@ enum AttachmentInput {
     case kept(AttachmentInfo)
 }
 
-/// An edit whose attachments are staged and ready to be resolved inside the transaction.
+/// An edit made ready for the single writer on the request's own thread: attachments staged,
+/// the body serialized as stored, and its part of the revision ID's hashed term made, so the
+/// writer's batch does only what needs the writer (read the tree, merge, SQL).
 struct PreparedEdit {
     let edit: DocumentEdit
     let attachments: [AttachmentInput]
     /// Blobs this edit holds in flight, released after the commit.
     let staged: [StagedBlob]
+    /// The body as stored: compact JSON, the client's key order and number text.
+    let bodyBytes: [UInt8]
+    /// `edit.bodyTerm` (interactive edits of replicated documents only; nil otherwise).
+    let bodyTerm: [UInt8]?
+    /// The revision ID the edit gets if it follows `edit.revision` with no attachments:
+    /// the writer takes it when that is indeed so, and hashes `bodyTerm` again otherwise.
+    let expectedRevision: RevisionID?
+
+    init(edit: DocumentEdit, attachments: [AttachmentInput], staged: [StagedBlob], newEdits: Bool = true) {
+        self.edit = edit
+        self.attachments = attachments
+        self.staged = staged
+        bodyBytes = edit.bodyBytes
+        guard newEdits, edit.id?.isLocal != true else {
+            bodyTerm = nil
+            expectedRevision = nil
+            return
+        }
+        let term = edit.bodyTerm
+        bodyTerm = term
+        // A generation that cannot be followed is refused by the writer; nothing to hash then.
+        if attachments.isEmpty, (edit.revision?.generation ?? 0) < Int.max {
+            expectedRevision = edit.nextRevision(after: edit.revision, bodyTerm: term)
+        } else {
+            expectedRevision = nil
+        }
+    }
+
+    /// The revision ID this edit gets after `parent` with `attachments` (resolved in the writer).
+    func nextRevision(after parent: RevisionID?, attachments resolved: [AttachmentInfo]) -> RevisionID {
+        if resolved.isEmpty, let expectedRevision, parent == edit.revision { return expectedRevision }
+        return edit.nextRevision(after: parent, attachments: resolved, bodyTerm: bodyTerm)
+    }
 }
 
 extension Database {
     /// Reads `_attachments` and stages inline data in the blob store.
-    func prepare(_ edit: DocumentEdit, following: [String: StagedBlob], keepingAbsentBodies: Bool = false) throws -> PreparedEdit {
+    func prepare(_ edit: DocumentEdit, following: [String: StagedBlob], newEdits: Bool,
+                 keepingAbsentBodies: Bool = false) throws -> PreparedEdit {
         guard let attachments = edit.attachments, !edit.isDeleted else {
-            return PreparedEdit(edit: edit, attachments: [], staged: [])
+            return PreparedEdit(edit: edit, attachments: [], staged: [], newEdits: newEdits)
         }
         var inputs: [AttachmentInput] = []
         var staged: [StagedBlob] = []
@@ -87,7 +123,7 @@ extension Database {
             discardStaged(staged)
             throw error
         }
-        return PreparedEdit(edit: edit, attachments: inputs, staged: staged)
+        return PreparedEdit(edit: edit, attachments: inputs, staged: staged, newEdits: newEdits)
     }
 
     /// A stub's metadata as an attachment whose body is absent; nil when the stub lacks what

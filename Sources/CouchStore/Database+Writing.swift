@@ -22,7 +22,8 @@ extension Database {
                            as user: UserContext = .internalWriter) throws -> [WriteResult] {
         let prepared: [Result<PreparedEdit, CouchError>] = edits.map { edit in
             do {
-                return .success(try prepare(edit, following: following, keepingAbsentBodies: keepingAbsentBodies && !newEdits))
+                return .success(try prepare(edit, following: following, newEdits: newEdits,
+                                             keepingAbsentBodies: keepingAbsentBodies && !newEdits))
             } catch let error as CouchError {
                 return .failure(error)
             } catch {
@@ -164,7 +165,7 @@ extension Database {
                        in transaction: WriteTransaction) throws -> RevisionID {
         let edit = prepared.edit
         guard let id = edit.id else { throw CouchError.badRequest("Document id is missing") }
-        if id.isLocal { return try applyLocal(edit, id: id, in: transaction) }
+        if id.isLocal { return try applyLocal(edit, id: id, bodyBytes: prepared.bodyBytes, in: transaction) }
         let connection = transaction.connection
         var existing: (key: Int, tree: RevisionTree, winner: RevisionID, body: [UInt8], attachments: [UInt8], isDeleted: Bool)?
         try connection.query(
@@ -186,7 +187,7 @@ extension Database {
             let candidates = parent.map { [$0] } ?? []
             attachmentList = try resolve(prepared, id: id, generation: generation, newEdits: true,
                                          ancestors: candidates, record: record, connection: connection)
-            let revision = edit.nextRevision(after: parent, attachments: attachmentList)
+            let revision = prepared.nextRevision(after: parent, attachments: attachmentList)
             if tree.contains(revision) { throw CouchError.documentConflict }
             history = [revision] + (parent.map { tree.history(of: $0) } ?? [])
         } else {
@@ -202,7 +203,7 @@ extension Database {
                                          ancestors: Array(history.dropFirst()), record: record, connection: connection)
         }
         let revision = history[0]
-        let body = edit.bodyBytes
+        let body = prepared.bodyBytes
         let attachmentBytes: SQLiteValue = attachmentList.isEmpty ? .null : .blob(AttachmentInfo.encode(attachmentList))
         try checkPartition(id, newBody: body.count, oldBody: existing.map { $0.isDeleted ? 0 : $0.body.count } ?? 0,
                            isDeletion: edit.isDeleted, newEdits: newEdits, connection: connection)
@@ -340,7 +341,7 @@ extension Database {
         return revision
     }
 
-    private func applyLocal(_ edit: DocumentEdit, id: DocumentID, in transaction: WriteTransaction) throws -> RevisionID {
+    private func applyLocal(_ edit: DocumentEdit, id: DocumentID, bodyBytes: [UInt8], in transaction: WriteTransaction) throws -> RevisionID {
         let connection = transaction.connection
         let current = try connection.scalarInt("SELECT revision FROM local_documents WHERE doc_id = ?", [.text(id.rawValue)])
         if let current {
@@ -358,7 +359,7 @@ extension Database {
         }
         let next = (current ?? 0) + 1
         try connection.run("INSERT OR REPLACE INTO local_documents (doc_id, revision, body) VALUES (?, ?, ?)",
-                           [.text(id.rawValue), .int(next), .blob(edit.bodyBytes)])
+                           [.text(id.rawValue), .int(next), .blob(bodyBytes)])
         return RevisionID(generation: 0, digest: String(next))
     }
 }

@@ -27,6 +27,21 @@ import Testing
             }
             """#,
         "no-rows": "function(head, req) { return 'nothing read'; }",
+        // Headers given after the first getRow() still apply while no chunk was sent.
+        "late-headers": #"""
+            function(head, req) {
+              getRow();
+              start({code: 400, headers: {"X-My-Header": "MyHeader"}});
+              send("bad request");
+            }
+            """#,
+        "too-many-rows": #"""
+            function(head, req) {
+              var row;
+              while (row = getRow()) { send(row.id + ","); }
+              return "after: " + toJSON(getRow());
+            }
+            """#,
         "formats": #"""
             function(head, req) {
               provides("html", function() {
@@ -88,6 +103,12 @@ import Testing
         #expect(response.header("Content-Type") == "text/plain")
         #expect(response.header("X-List") == "yes")
         #expect(response.text == "first doc1 last")
+        response = try server.request("GET", "/db/_design/lists/_list/late-headers/_all_docs")
+        #expect(response.status == 400)
+        #expect(response.header("X-My-Header") == "MyHeader")
+        #expect(response.text == "bad request")
+        response = try server.request("GET", "/db/_design/lists/_list/too-many-rows/_all_docs?limit=1")
+        #expect(response.text == "_design/lists,after: null")
         response = try server.request("GET", "/db/_design/lists/_list/no-rows/_all_docs")
         #expect(response.status == 200)
         #expect(response.text == "nothing read")
@@ -110,6 +131,44 @@ import Testing
         let (status, json) = try server.json("GET", "/db/_design/lists/_list/formats/_all_docs", headers: [("Accept", "image/png")])
         #expect(status == 406)
         #expect(json["error"] == "not_acceptable")
+    }
+
+    @Test func rendersMapAndReduceViewsOfThisAndAnotherDesignDocument() throws {
+        let server = try Self.server()
+        defer { server.stop() }
+        let views: JSONValue = ["views": [
+            "by-n": ["map": "function(doc) { if (doc.n) emit(doc.n, 'v' + doc.n); }"],
+            "sum": ["map": "function(doc) { if (doc.n) emit(doc.n % 2, doc.n); }", "reduce": "_sum"],
+        ], "lists": ["keys": #"""
+            function(head, req) {
+              var row, out = [];
+              while (row = getRow()) { out.push(toJSON(row.key) + "=" + toJSON(row.value)); }
+              return "total=" + head.total_rows + " " + out.join(" ");
+            }
+            """#]]
+        #expect(try server.json("PUT", "/db/_design/views", body: views.serializedString()).status == 201)
+        var response = try server.request("GET", "/db/_design/views/_list/keys/by-n?startkey=2")
+        #expect(response.status == 200)
+        #expect(response.text == #"total=3 2="v2" 3="v3""#)
+        // The list of one design document over the view of another.
+        response = try server.request("GET", "/db/_design/lists/_list/basic/views/by-n?include_docs=true&descending=true")
+        #expect(response.text == "head total=3 offset=0;doc3(3),doc2(2),doc1(1),tail")
+        response = try server.request("POST", "/db/_design/views/_list/keys/by-n", body: #"{"keys":[3,1]}"#)
+        #expect(response.text == #"total=3 3="v3" 1="v1""#)
+        // Reduce views: no total, grouped rows.
+        response = try server.request("GET", "/db/_design/views/_list/keys/sum?group=true")
+        #expect(response.text == "total=undefined 0=2 1=4")
+        response = try server.request("GET", "/db/_design/views/_list/keys/sum")
+        #expect(response.text == "total=undefined null=6")
+        // The view's own errors and 404s.
+        var (status, json) = try server.json("GET", "/db/_design/views/_list/keys/nothere")
+        #expect(status == 404)
+        #expect(json["error"] == "not_found")
+        (status, json) = try server.json("GET", "/db/_design/views/_list/keys/by-n?group=true")
+        #expect(status == 400)
+        #expect(json["error"] == "query_parse_error")
+        (status, json) = try server.json("GET", "/db/_design/lists/_list/basic/nothere/by-n")
+        #expect(status == 404)
     }
 
     @Test func answersCouchDBErrors() throws {

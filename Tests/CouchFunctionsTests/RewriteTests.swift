@@ -89,6 +89,11 @@ import Testing
         #expect(json["_revs_info"] != nil)
         (status, json) = try server.json("GET", "/db/_design/test/_rewrite/db/rusty")
         #expect(json["name"] == "Rusty")
+
+        // Rules are not code: they apply in a design document of another language too.
+        let erlang: JSONValue = ["language": "erlang", "rewrites": [["from": "doc", "to": "../../rusty"]]]
+        #expect(try server.json("PUT", "/db/_design/erlang", body: erlang.serializedString()).status == 201)
+        #expect(try server.json("GET", "/db/_design/erlang/_rewrite/doc").json["name"] == "Rusty")
     }
 
     @Test func refusesInsecureRulesAndLoops() throws {

@@ -135,6 +135,7 @@ import Testing
         #expect(req["userCtx"]?["db"] == "db")
         #expect(req["uuid"]?.stringValue?.count == 32)
         #expect(req["body"] == "undefined")
+        #expect(req["raw_path"] == "/db/_design/template/_show/req/rusty?foo=bar&key=%5B1%2C2%5D")
     }
 
     @Test func responseObjectsAndTheListAPI() throws {

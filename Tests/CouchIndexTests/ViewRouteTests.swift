@@ -87,6 +87,12 @@ import Testing
         #expect(json["reason"] == "No rows can match your key range, reverse your start_key and end_key or set descending=true")
         (status, json) = try server.json("GET", "/db/_design/app/_view/by_n?limit=-1")
         #expect(json["error"] == "query_parse_error")
+        // Huge numbers are answered, not trapped on.
+        (status, json) = try server.json("GET", "/db/_design/app/_view/by_n?reduce=false&startkey=1&skip=\(Int.max)&limit=\(Int.max)")
+        #expect(status == 200)
+        #expect(json["offset"] == 6)
+        (status, json) = try server.json("GET", "/db/_design/app/_view/stats?group_level=\(Int.max)&skip=\(Int.max)")
+        #expect(status == 200)
         (status, json) = try server.json("GET", "/db/_design/app/_view/nope")
         #expect(status == 404)
         #expect(json["reason"] == "missing_named_view")
@@ -195,5 +201,89 @@ import Testing
         #expect(rows(json).map { $0["key"]! } == (try keys.map { try JSONValue.parse($0) }))
         let (_, reversed) = try server.json("GET", "/c/_design/c/_view/k?descending=true")
         #expect(rows(reversed).map { $0["id"]! } == rows(json).reversed().map { $0["id"]! })
+    }
+
+    @Test func queriesEndpointsAndUpdateModes() throws {
+        let server = try server()
+        defer { server.stop() }
+        var (status, json) = try server.json("POST", "/db/_all_docs/queries",
+                                              body: #"{"queries":[{"keys":["d2","d9"]},{"startkey":"d5","limit":1,"include_docs":true}]}"#)
+        #expect(status == 200)
+        let results = json["results"]?.arrayValue ?? []
+        #expect(results.count == 2)
+        #expect(rows(results[0]).map { $0["key"] } == ["d2", "d9"])
+        #expect(rows(results[0]).last?["error"] == "not_found")
+        #expect(rows(results[1]).map { $0["id"] } == ["d5"])
+        #expect(rows(results[1]).first?["doc"]?["n"] == 5)
+        (status, json) = try server.json("POST", "/db/_design_docs/queries", body: #"{"queries":[{}]}"#)
+        #expect(rows(json["results"]!.arrayValue![0]).map { $0["id"] } == ["_design/app"])
+
+        // update=false answers what the index holds; the next default query catches up.
+        // (No background update may run in between, however slow the machine.)
+        server.server.indexes.backgroundDelay = 3600
+        #expect(rows(try server.json("GET", "/db/_design/app/_view/by_n?reduce=false").json).count == 6)
+        try server.put("db", "d8", #"{"n":8,"type":"even"}"#)
+        #expect(rows(try server.json("GET", "/db/_design/app/_view/by_n?reduce=false&update=false").json).count == 6)
+        #expect(rows(try server.json("GET", "/db/_design/app/_view/by_n?reduce=false&stale=ok").json).count == 6)
+        #expect(rows(try server.json("GET", "/db/_design/app/_view/by_n?reduce=false").json).count == 7)
+        (status, json) = try server.json("GET", "/db/_design/app/_view/by_n?update=sometimes")
+        #expect(status == 400)
+        #expect(json["reason"] == "Invalid value for `update`.")
+
+        // A value naming another document links it with include_docs.
+        try server.put("db", "_design/link", #"{"views":{"l":{"map":"function(doc) { if (doc.n == 1) emit(doc.n, {_id: 'd2'}); }"}}}"#)
+        (_, json) = try server.json("GET", "/db/_design/link/_view/l?include_docs=true")
+        #expect(rows(json).first?["id"] == "d1")
+        #expect(rows(json).first?["doc"]?["_id"] == "d2")
+    }
+
+    /// A view queried once is brought up to date after later writes without being queried.
+    @Test func queriedViewsUpdateInTheBackground() throws {
+        let server = try server()
+        defer { server.stop() }
+        #expect(rows(try server.json("GET", "/db/_design/app/_view/by_n?reduce=false").json).count == 6)
+        try server.put("db", "d9", #"{"n":9}"#)
+        let target = try server.json("GET", "/db").json["update_seq"].flatMap(sequenceNumber)
+        let deadline = Date().addingTimeInterval(60)
+        var indexed: Int?
+        repeat {
+            indexed = try server.json("GET", "/db/_design/app/_info").json["view_index"]?["update_seq"]?.intValue
+            if indexed == target { break }
+            Thread.sleep(forTimeInterval: 0.1)
+        } while Date() < deadline
+        #expect(indexed == target)
+        #expect(rows(try server.json("GET", "/db/_design/app/_view/by_n?reduce=false&update=false").json).count == 7)
+    }
+
+    /// `_sum` over arrays and objects, `_approx_count_distinct`, `_count` by group level,
+    /// and the `include_design` and `local_seq` options.
+    @Test func builtInReducesOverStructuredValuesAndOptions() throws {
+        let server = try TestServer()
+        defer { server.stop() }
+        try server.createDatabase("r")
+        let documents = [#"{"_id":"a","k":["x",1],"v":[1,2],"o":{"p":1,"q":{"r":2}}}"#,
+                         #"{"_id":"b","k":["x",2],"v":[3],"o":{"p":2}}"#,
+                         #"{"_id":"c","k":["y",1],"v":[0,0,5],"o":{"q":{"r":3}}}"#]
+        #expect(try server.json("POST", "/r/_bulk_docs", body: #"{"docs":[\#(documents.joined(separator: ","))]}"#).status == 201)
+        try server.put("r", "_design/r", #"""
+            {"options": {"include_design": true, "local_seq": true}, "views": {
+              "arrays": {"map": "function(doc) { if (doc.v) emit(doc.k, doc.v); }", "reduce": "_sum"},
+              "objects": {"map": "function(doc) { if (doc.o) emit(doc._id, doc.o); }", "reduce": "_sum"},
+              "distinct": {"map": "function(doc) { if (doc.k) { emit(doc.k[0], null); } }", "reduce": "_approx_count_distinct"},
+              "count": {"map": "function(doc) { if (doc.k) emit(doc.k, null); }", "reduce": "_count"},
+              "all": {"map": "function(doc) { emit(doc._id, doc._local_seq); }"}}}
+            """#)
+        var (_, json) = try server.json("GET", "/r/_design/r/_view/arrays")
+        #expect(rows(json).first?["value"] == [4, 2, 5])
+        (_, json) = try server.json("GET", "/r/_design/r/_view/objects")
+        #expect(rows(json).first?["value"] == (try JSONValue.parse(#"{"p":3,"q":{"r":5}}"#)))
+        (_, json) = try server.json("GET", "/r/_design/r/_view/distinct")
+        #expect(rows(json).first?["value"] == 2)
+        (_, json) = try server.json("GET", "/r/_design/r/_view/count?group_level=1")
+        #expect(rows(json).map { $0["key"] } == [["x"], ["y"]])
+        #expect(rows(json).map { $0["value"] } == [2, 1])
+        (_, json) = try server.json("GET", "/r/_design/r/_view/all")
+        #expect(rows(json).map { $0["id"] } == ["_design/r", "a", "b", "c"])
+        #expect(rows(json).dropFirst().map { $0["value"] } == [1, 2, 3])
     }
 }

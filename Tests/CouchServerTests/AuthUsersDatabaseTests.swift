@@ -145,6 +145,16 @@ import Testing
         #expect(security.status == 403)
     }
 
+    @Test func adminsWriteDesignDocumentsOfTheUsersDatabase() throws {
+        let fixture = try SecuredServer()
+        let design = #"{"views":{"names":{"map":"function(doc){ if (doc.name) emit(doc.name, null); }"}}}"#
+        // Not a user document: the `_users` rules do not apply to it, only the admin check.
+        #expect(try fixture.attempt("admin", "PUT", "/_users/_design/lookup", body: design).status == 201)
+        let refused = try fixture.attempt("member", "PUT", "/_users/_design/other", body: design)
+        #expect(refused.status == 403 && refused.error == "forbidden")
+        #expect(try fixture.attempt("admin", "GET", "/_users/_design/lookup").status == 200)
+    }
+
     @Test func passwordsNeverReachTheDataDirectoryInClear() throws {
         let fixture = try SecuredServer()
         let server = fixture.server

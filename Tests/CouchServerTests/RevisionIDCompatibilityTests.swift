@@ -58,4 +58,27 @@ import Testing
         #expect(replicated == 201)
         #expect(try server.put("db", "nonhex", #"{"_rev":"1-abc","v":"x"}"#) == "2-0e755a535fd6ca6aeb5b2a41df05e853")
     }
+
+    /// The ID is hashed before the writer with the parent the edit names; when the writer finds
+    /// another parent (a deleted document recreated without `_rev` follows its deleted leaf),
+    /// the ID must be the one that parent gives, as when the edit names it.
+    @Test func aParentFoundByTheWriterGivesTheSameIDAsANamedOne() throws {
+        defer { server.stop() }
+        try server.createDatabase("other")
+        var deletedLeaves: [String] = []
+        for db in ["db", "other"] {
+            let first = try server.put(db, "doc", #"{"v":"1"}"#)
+            let (status, deleted) = try server.json("DELETE", "/\(db)/doc?rev=\(first)")
+            #expect(status == 200)
+            deletedLeaves.append(try #require(deleted["rev"]?.stringValue))
+        }
+        #expect(deletedLeaves[0] == deletedLeaves[1])
+        let recreated = try server.put("db", "doc", #"{"v":"again"}"#)
+        let named = try server.put("other", "doc", #"{"_rev":"\#(deletedLeaves[1])","v":"again"}"#)
+        #expect(recreated.hasPrefix("3-"))
+        #expect(recreated == named)
+        // Another body after the same parent gets another ID.
+        #expect(try server.put("db", "doc", #"{"_rev":"\#(recreated)","v":"x"}"#)
+                != (try server.put("other", "doc", #"{"_rev":"\#(named)","v":"y"}"#)))
+    }
 }

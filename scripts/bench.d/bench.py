@@ -36,13 +36,15 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import functions  # noqa: E402  (beside this file)
+import views  # noqa: E402  (beside this file)
 import mango  # noqa: E402
 BANNER = re.compile(rb"listening on http://[^:/]+:(\d+)/")
 DB = "bench"                       # the database loaded by _bulk_docs and read by the other rows
 ID_FORMAT = "bench-%07d"           # document ids, fixed width so every document has the same size
 DOC_BYTES = 1024                   # size of a document as sent in _bulk_docs, _id included
 WORKLOADS = ["bulk_docs", "get_c10", "get_c100", "put_c1", "put_c10", "changes", "all_docs", "feed_latency",
-             "replication", "idle_rss_after_load", "filter_changes", "validate_bulk_docs", "mango_find", "startup", "idle_rss"]
+             "replication", "idle_rss_after_load", "filter_changes", "validate_bulk_docs", "view_build", "view_query",
+             "view_query_docs", "mango_find", "startup", "idle_rss"]
 
 
 class Settings:
@@ -449,6 +451,8 @@ class Bench:
                 functions.filter_changes(self, server, http_request, expect, document, ID_FORMAT, DB)
             if self.wanted("validate_bulk_docs"):
                 functions.validated_bulk_docs(self, server, http_request, expect, document)
+            if self.wanted("view_build") or self.wanted("view_query") or self.wanted("view_query_docs"):
+                views.views(self, server, http_request, expect, DB)
             if self.wanted("mango_find"):
                 mango.mango_find(self, server, expect, DB)
         except RuntimeError as failure:

@@ -24,6 +24,11 @@ final class ServerMetrics: @unchecked Sendable {
     private var nextSample = 0
     private static let sampleCount = 1024
     private var counters: [String: CoreMetrics.Counter] = [:]
+    // The counters every request touches, found without building their key each time.
+    private lazy var requestCounter = counter("couchdb_httpd_requests_total")
+    private lazy var readCounter = counter("couchdb_database_reads_total")
+    private var methodCounters: [String: CoreMetrics.Counter] = [:]
+    private var statusCounters: [Int: CoreMetrics.Counter] = [:]
     private let requestTimer: CoreMetrics.Timer
     private let feedGauge: CoreMetrics.Gauge
 
@@ -53,17 +58,32 @@ final class ServerMetrics: @unchecked Sendable {
             statuses[status, default: 0] += 1
             if samples.count < Self.sampleCount { samples.append(milliseconds) } else { samples[nextSample] = milliseconds }
             nextSample = (nextSample + 1) % Self.sampleCount
-            counter("couchdb_httpd_requests_total").increment()
-            counter("couchdb_httpd_request_methods", [("method", known)]).increment()
-            counter("couchdb_httpd_status_codes", [("code", String(status))]).increment()
+            requestCounter.increment()
+            if let byMethod = methodCounters[known] {
+                byMethod.increment()
+            } else {
+                let made = counter("couchdb_httpd_request_methods", [("method", known)])
+                methodCounters[known] = made
+                made.increment()
+            }
+            if let byStatus = statusCounters[status] {
+                byStatus.increment()
+            } else {
+                let made = counter("couchdb_httpd_status_codes", [("code", String(status))])
+                statusCounters[status] = made
+                made.increment()
+            }
         }
         requestTimer.recordNanoseconds(Int64(clamping: nanoseconds))
     }
 
+    /// Requests handled since the start.
+    var requestCount: Int { lock.withLock { requests } }
+
     func recordRead() {
         lock.withLock {
             reads += 1
-            counter("couchdb_database_reads_total").increment()
+            readCounter.increment()
         }
     }
 

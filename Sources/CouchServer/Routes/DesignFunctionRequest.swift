@@ -34,6 +34,8 @@ extension RouteContext {
         var req = FilterRequest(path: pathParts, user: user)
         req.id = id
         req.method = request.method
+        let queryString = request.query.map { PercentEncoding.encode($0.name) + "=" + PercentEncoding.encode($0.value) }
+        req.rawPath = request.path + (queryString.isEmpty ? "" : "?" + queryString.joined(separator: "&"))
         var query = JSONObject()
         for parameter in request.query {
             // CouchDB decodes these as JSON in `req.query`.
@@ -86,9 +88,17 @@ extension RouteContext {
     /// A document as show and update functions receive it (`_revisions`, `_conflicts`,
     /// attachment stubs), or nil when it is missing or deleted.
     func functionDocument(_ id: DocumentID, in database: Database) throws -> (json: [UInt8], revision: RevisionID)? {
-        let snapshot: DocumentSnapshot
+        var snapshot: DocumentSnapshot
         do {
             snapshot = try database.document(id)
+            // The system databases' read rules hold here too: another user's `_users`
+            // document is missing, `_replicator` credentials are hidden from non-admins.
+            let isAdmin = try databaseAccessForWrites().isAdmin || user.isServerAdmin
+            if database.name == UsersDatabase.name { try UsersDatabase.checkRead(id, user: user, isAdmin: isAdmin) }
+            if database.name.isReplicator {
+                snapshot = DocumentSnapshot(record: snapshot.record,
+                                            revision: ReplicatorDatabaseRules.readable(snapshot.revision, user: user, isAdmin: isAdmin))
+            }
         } catch let error as CouchError where error.kind == .notFound {
             return nil
         }

@@ -7,7 +7,8 @@ enum FindRoutes {
     static func postFind(_ context: RouteContext) throws -> HTTPResponse {
         let (database, query) = try plan(context)
         let source = try MangoRequestSource(context, database: database, conflicts: query.options.conflicts)
-        let result = try query.find(source: source, reader: context.server.mangoIndexes, text: context.server.mangoText)
+        let result = try query.find(source: source, reader: MangoJSONIndexes(manager: context.server.indexes, database: database),
+                                    text: context.server.mangoText.searcher(for: database))
         return .json(200, bytes: result.body)
     }
 
@@ -17,9 +18,9 @@ enum FindRoutes {
     }
 
     private static func plan(_ context: RouteContext) throws -> (Database, MangoQuery) {
+        let database = try context.database()
         try context.requireJSONContentType()
         let body = try context.jsonObjectBody()
-        let database = try context.database()
         let options = try MangoFindOptions(body)
         return (database, try MangoQuery(options, indexes: try MangoIndex.list(in: database)))
     }

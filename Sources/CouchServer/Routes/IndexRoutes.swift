@@ -24,10 +24,10 @@ enum IndexRoutes {
     }
 
     static func postIndex(_ context: RouteContext) throws -> HTTPResponse {
+        let database = try context.database()
         try context.requireJSONContentType()
         let request = try MangoIndexRequest(try context.jsonObjectBody())
-        let database = try context.database()
-        let id = DocumentID(request.designID)
+        let id = try DocumentID.validated(request.designID)
         let current = try currentBody(database, id)
         var result = "exists"
         if let body = try request.adding(to: current?.body) {

@@ -24,20 +24,12 @@ enum ListRoute {
         let design = try context.designDocument(in: database)
         let view = try viewResult(context, view: Array(arguments.dropFirst()), keys: keys)
         let etag = ShowRoute.etag(context, design: design, documentRevision: nil,
-                                  more: Digest.hex(Digest.md5(view.body)))
+                                  more: Digest.hex(Digest.md5(view)))
         if context.request.header("if-none-match") == etag {
             return HTTPResponse(status: 304, headers: [("ETag", etag)])
         }
-        var head = JSONObject()
-        for member in ["total_rows", "offset", "update_seq"] {
-            if let value = view.result[member] { head[member] = value }
-        }
-        let rows = (view.result["rows"]?.arrayValue ?? []).map { row -> [UInt8] in
-            guard case .object(let fields) = row else { return row.serialized() }
-            return JSONValue.object(fields.filter { ["id", "key", "value", "doc"].contains($0.key) }).serialized()
-        }
-        let messages = try context.server.functions.list(name, design: design, database: database.name, head: .object(head),
-                                                         request: context.functionRequest(id: nil, database: database), rows: rows)
+        let messages = try context.server.functions.list(name, design: design, database: database.name, view: view,
+                                                         request: context.functionRequest(id: nil, database: database))
         return try response(messages, etag: etag)
     }
 
@@ -64,7 +56,7 @@ enum ListRoute {
 
     /// The view's rows as its own route answers them (errors included: a missing view is
     /// the view's 404).
-    private static func viewResult(_ context: RouteContext, view: [String], keys: JSONValue?) throws -> (body: [UInt8], result: JSONObject) {
+    private static func viewResult(_ context: RouteContext, view: [String], keys: JSONValue?) throws -> [UInt8] {
         let database = PercentEncoding.encode(context.pathParts.first ?? "")
         let viewName = view[view.count - 1]
         let path: String
@@ -74,7 +66,8 @@ enum ListRoute {
             let designName = view.count == 2 ? view[0] : String((try context.documentID).rawValue.dropFirst(DocumentID.designPrefix.count))
             path = "/\(database)/_design/\(PercentEncoding.encode(designName))/_view/\(PercentEncoding.encode(viewName))"
         }
-        var headers = context.request.headers
+        // The list's own conditional request is not the view's.
+        var headers = context.request.headers.filter { $0.key != "if-none-match" && $0.key != "if-match" }
         var body: [UInt8] = []
         var method = "GET"
         if let keys {
@@ -91,10 +84,7 @@ enum ListRoute {
             let name = error?["error"]?.stringValue ?? "unknown_error"
             throw CouchError.named(name, error?["reason"]?.stringValue ?? "", status: CouchError.Kind(rawValue: name) ?? .unknownError)
         }
-        guard case .object(let result)? = try? JSONValue.parse(bytes) else {
-            throw CouchError.internalError("the view answered no JSON object")
-        }
-        return (bytes, result)
+        return bytes
     }
 
     /// A response's whole body, read from its stream when it has one.

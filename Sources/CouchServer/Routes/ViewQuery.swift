@@ -76,7 +76,8 @@ final class ViewQuery: @unchecked Sendable {
             totalRows = total
             let first = Self.keysOrRange(options).first
             let before = try first.map { range throws(CouchError) in try index.offset(view: position, range: range) } ?? 0
-            offset = min(total, before + options.skip)
+            // `skip` is any non-negative Int a client sent: saturate rather than trap.
+            offset = min(total, before.addingReportingOverflow(options.skip).overflow ? Int.max : before + options.skip)
         }
     }
 

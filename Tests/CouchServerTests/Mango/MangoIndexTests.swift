@@ -43,7 +43,8 @@ import Testing
         #expect(refused.json["error"] == "invalid_ddoc_lang")
         for (body, error) in [(#"{"index": {"fields": ["n"]}, "type": "geo"}"#, "invalid_index"),
                               (#"{"index": {}}"#, "missing_required_key"), (#"{"fields": ["n"]}"#, "missing_required_key"),
-                              (#"{"index": {"fields": ["n"]}, "colour": 1}"#, "invalid_key")] {
+                              (#"{"index": {"fields": ["n"]}, "colour": 1}"#, "invalid_key"),
+                              (#"{"index": {"fields": ["n"]}, "ddoc": ""}"#, "illegal_docid")] {
             let answer = try fixture.server.json("POST", "/db/_index", body: body)
             #expect(answer.status == 400, "\(body)")
             #expect(answer.json["error"]?.stringValue == error, "\(body)")
