@@ -72,7 +72,8 @@ import Testing
         a.replications.jobBackoff = Backoff(initialMilliseconds: 100, maximumMilliseconds: 400)
         var body = slowBody(b, proxy: proxy).objectValue!
         body["retries_per_request"] = 1
-        let replication = Task { try await a.replicate(.object(body)) }
+        let request = JSONValue.object(body)    // a `var` captured by the task would not be Sendable
+        let replication = Task { try await a.replicate(request) }
         _ = try await waitForProgress(a, atLeast: Self.total / 3)
         b.stop(keepData: true)
         #expect(try await eventually {
