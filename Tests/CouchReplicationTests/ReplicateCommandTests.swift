@@ -20,7 +20,7 @@ import Testing
             process.arguments = arguments
             process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outputPath))
             process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errorPath))
-            try process.run()
+            try launch(process)
             process.waitUntilExit()
             return (process.terminationStatus, (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? "",
                     (try? String(contentsOfFile: errorPath, encoding: .utf8)) ?? "")

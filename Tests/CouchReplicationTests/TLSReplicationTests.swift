@@ -14,7 +14,7 @@ import Testing
         process.arguments = ["-c", command + " 2>/dev/null"]
         let output = Pipe()
         process.standardOutput = output
-        try process.run()
+        try launch(process)
         let data = output.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
         guard process.terminationStatus == 0 else { throw TestServerError.unexpected("failed: \(command)") }
@@ -36,7 +36,7 @@ import Testing
         proxy.executableURL = URL(fileURLWithPath: "/bin/sh")
         // Its output goes to files, never to the test runner's pipes, which it would hold open.
         proxy.arguments = ["-c", "exec python3 \(script) \(cert) \(key) \(b.port) > \(portFile) 2>/dev/null </dev/null"]
-        try proxy.run()
+        try launch(proxy)
         // SIGKILL: the test process may run with SIGTERM blocked, which children inherit.
         defer { kill(proxy.processIdentifier, SIGKILL) }
         var proxyPort: Int?

@@ -32,7 +32,7 @@ import Testing
             process.arguments = arguments
             process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: output))
             process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errors))
-            try process.run()
+            try launch(process)
         }
 
         /// Waits for the banner and reads the port from it.

@@ -176,7 +176,7 @@ import Testing
         let errors = Pipe()
         process.standardOutput = output
         process.standardError = errors
-        try process.run()
+        try launch(process)
         defer { if process.isRunning { process.terminate() } }
         var banner = ""
         while !banner.contains("\n") {

@@ -19,7 +19,7 @@ public final class ServerProcess: @unchecked Sendable {
         }
         process.standardOutput = output
         process.standardError = errorOutput
-        try process.run()
+        try launch(process)
         let deadline = Date().addingTimeInterval(20)
         var banner = ""
         while !banner.contains("\n"), Date() < deadline {
@@ -67,4 +67,14 @@ public final class ServerProcess: @unchecked Sendable {
     }
 
     deinit { if process.isRunning { process.terminate() } }
+}
+
+/// Starts `process`, one at a time across the test process: Foundation's `Process.run()` was
+/// seen crashing in its spawning code when two tests started processes at the same moment.
+public func launch(_ process: Process) throws {
+    try ProcessLaunch.lock.withLock { try process.run() }
+}
+
+private enum ProcessLaunch {
+    static let lock = NSLock()
 }
