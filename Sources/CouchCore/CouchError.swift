@@ -38,6 +38,8 @@ public struct CouchError: Error, Sendable, Equatable, CustomStringConvertible {
         case illegalPartition = "illegal_partition"
         /// A write that would grow a partition already at `[couchdb] max_partition_size`.
         case partitionOverflow = "partition_overflow"
+        /// A design document whose options its database cannot honour (partitioning).
+        case invalidDesignDocument = "invalid_design_doc"
         /// Couchette's: an attachment whose body a replication left on its source could not
         /// be fetched from there (502, as a gateway whose upstream failed).
         case attachmentNotDownloaded = "attachment_not_downloaded"
@@ -93,7 +95,7 @@ public struct CouchError: Error, Sendable, Equatable, CustomStringConvertible {
     public var status: Int {
         switch kind {
         case .badRequest, .invalidDatabaseName, .illegalDocumentID, .documentValidation, .queryParseError, .invalidJSON,
-             .compilationError, .illegalPartition: 400
+             .compilationError, .illegalPartition, .invalidDesignDocument: 400
         case .unauthorized: 401
         case .forbidden, .partitionOverflow: 403
         case .notFound: 404

@@ -14,6 +14,27 @@ extension FunctionRuntime {
         if let error = validate([write], in: database).first ?? nil { throw error }
     }
 
+    /// CouchDB's checks of a design document's `options.partitioned`: only a partitioned
+    /// database's design documents may be partitioned, and their views reduce only with built-ins.
+    static func checkPartitioning(_ body: JSONObject, partitionedDatabase: Bool) throws(CouchError) {
+        let option = body["options"]?["partitioned"]
+        if let option, option.boolValue == nil {
+            throw CouchError(.invalidDesignDocument, "`options.partitioned` field must have boolean type")
+        }
+        guard partitionedDatabase else {
+            if option?.boolValue == true {
+                throw CouchError(.invalidDesignDocument, "partitioned option cannot be true in a non-partitioned database.")
+            }
+            return
+        }
+        guard option?.boolValue != false else { return }
+        for (_, view) in body["views"]?.objectValue ?? JSONObject() {
+            if let reduce = view["reduce"]?.stringValue, !reduce.hasPrefix("_") {
+                throw CouchError(.invalidDesignDocument, "Javascript reduces not supported in partitioned view.")
+            }
+        }
+    }
+
     public func validate(_ writes: [ProposedWrite], in database: Database) -> [CouchError?] {
         var results = [CouchError?](repeating: nil, count: writes.count)
         let natives = lock.withLock { self.natives.validations(for: database.name) }
@@ -30,7 +51,12 @@ extension FunctionRuntime {
             // functions do not apply to it (only admins write it), as in CouchDB.
             if write.documentID.isDesign {
                 if write.newDocument["_deleted"] != true {
-                    do { try checkDesignDocument(write.documentID, body: write.newDocument) } catch { results[index] = error }
+                    do {
+                        try checkDesignDocument(write.documentID, body: write.newDocument)
+                        try Self.checkPartitioning(write.newDocument, partitionedDatabase: database.isPartitioned)
+                    } catch {
+                        results[index] = error
+                    }
                 }
                 continue
             }

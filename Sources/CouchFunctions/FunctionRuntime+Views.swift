@@ -53,13 +53,7 @@ extension FunctionRuntime {
     /// `documents` are JSON objects as map functions see them.
     public func map(_ functions: [MapFunction], design: [UInt8], documents: [[UInt8]]) throws(CouchError) -> [[[(key: JSONValue, value: JSONValue)]]] {
         guard !documents.isEmpty else { return [] }
-        var batch: [UInt8] = [UInt8(ascii: "[")]
-        batch.reserveCapacity(documents.reduce(2) { $0 + $1.count + 1 })
-        for (index, document) in documents.enumerated() {
-            if index > 0 { batch.append(UInt8(ascii: ",")) }
-            batch += document
-        }
-        batch.append(UInt8(ascii: "]"))
+        let batch = Self.jsonArray(of: documents)
         let result: JSONValue? = try run { context in
             let driver = try context.function("__couchette/mapBatch", source: Self.mapDriver, designDocument: nil)
             var compiled: [JSObjectRef] = []

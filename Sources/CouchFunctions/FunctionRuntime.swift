@@ -172,13 +172,7 @@ public struct DocumentFilter: Sendable {
             }
         case .script(let key, let source, let design):
             guard !documents.isEmpty else { return [] }
-            var batch: [UInt8] = [UInt8(ascii: "[")]
-            batch.reserveCapacity(documents.reduce(2) { $0 + $1.count + 1 })
-            for (index, document) in documents.enumerated() {
-                if index > 0 { batch.append(UInt8(ascii: ",")) }
-                batch += document
-            }
-            batch.append(UInt8(ascii: "]"))
+            let batch = FunctionRuntime.jsonArray(of: documents)
             let requestJSON = request.serialized()
             return try runtime.run { context in
                 let function = try context.function(key, source: source, designDocument: design)
@@ -198,5 +192,19 @@ public struct DocumentFilter: Sendable {
                 return flags.utf8.map { $0 == UInt8(ascii: "1") }
             }
         }
+    }
+}
+
+extension FunctionRuntime {
+    /// One JSON array of documents already serialized: one text, one conversion into the engine.
+    static func jsonArray(of documents: [[UInt8]]) -> [UInt8] {
+        var batch: [UInt8] = [UInt8(ascii: "[")]
+        batch.reserveCapacity(documents.reduce(2) { $0 + $1.count + 1 })
+        for (index, document) in documents.enumerated() {
+            if index > 0 { batch.append(UInt8(ascii: ",")) }
+            batch += document
+        }
+        batch.append(UInt8(ascii: "]"))
+        return batch
     }
 }

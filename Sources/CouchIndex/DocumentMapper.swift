@@ -40,15 +40,19 @@ public struct IndexDefinition: Sendable {
     public let includeDesign: Bool
     /// Whether documents carry `_local_seq`, their sequence (CouchDB's `options.local_seq`).
     public let includeLocalSequence: Bool
+    /// A partitioned design document's index (partitioned database): each row's stored key is
+    /// led by its document's partition, so a partition's rows are one range of the index.
+    public let partitioned: Bool
 
     /// - Parameter signature: a digest of everything that decides the rows (functions,
     ///   language, options), so that a change makes a new index and nothing else does.
     public init(signature: String, viewNames: [String], mapper: DocumentMapper, includeDesign: Bool = false,
-                includeLocalSequence: Bool = false) {
+                includeLocalSequence: Bool = false, partitioned: Bool = false) {
         self.signature = signature
         self.viewNames = viewNames
         self.mapper = mapper
         self.includeDesign = includeDesign
         self.includeLocalSequence = includeLocalSequence
+        self.partitioned = partitioned
     }
 }

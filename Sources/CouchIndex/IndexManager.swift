@@ -98,7 +98,10 @@ public final class IndexManager: @unchecked Sendable {
         let key = Self.watchKey(database)
         lock.lock()
         defer { lock.unlock() }
-        if watched[key] == nil {
+        // A database closed by the cache and opened again is a new object: observe that one.
+        if watched[key]?.database !== database {
+            if let previous = watched[key], let old = previous.database { old.notifier.remove(previous.token) }
+            let indexes = watched[key]?.indexes ?? [:]
             let token = database.notifier.observe { [weak self, weak database] event in
                 guard let self, let database else { return }
                 switch event {
@@ -106,7 +109,7 @@ public final class IndexManager: @unchecked Sendable {
                 case .databaseDeleted: self.forget(database)
                 }
             }
-            watched[key] = Watch(token: token, database: database)
+            watched[key] = Watch(token: token, database: database, indexes: indexes)
         }
         watched[key]?.indexes[index.definition.signature] = (index, Date())
     }

@@ -9,14 +9,23 @@ public struct JavaScriptViews: Sendable {
     public let views: [ViewFunctions]
     public let definition: IndexDefinition
 
-    public init(design: DesignDocument, database: DatabaseName, runtime: FunctionRuntime) {
+    /// - Parameter partitioned: whether the database is partitioned; its design documents
+    ///   then are too, unless `options.partitioned` is false (CouchDB's rule).
+    public init(design: DesignDocument, database: DatabaseName, runtime: FunctionRuntime, partitioned: Bool = false) {
         self.design = design
         views = design.views
         let functions = views.map { (key: design.viewFunctionKey($0.name, reduce: false, database: database), source: $0.map) }
-        definition = IndexDefinition(signature: Self.signature(design), viewNames: views.map(\.name),
+        let isPartitioned = Self.isPartitioned(design, inPartitionedDatabase: partitioned)
+        definition = IndexDefinition(signature: Self.signature(design, partitioned: isPartitioned), viewNames: views.map(\.name),
                                      mapper: JavaScriptMapper(runtime: runtime, functions: functions, design: design.jsonBytes),
                                      includeDesign: design.body["options"]?["include_design"]?.boolValue == true,
-                                     includeLocalSequence: design.body["options"]?["local_seq"]?.boolValue == true)
+                                     includeLocalSequence: design.body["options"]?["local_seq"]?.boolValue == true,
+                                     partitioned: isPartitioned)
+    }
+
+    /// A partitioned database's design documents are partitioned unless `options.partitioned` is false.
+    public static func isPartitioned(_ design: DesignDocument, inPartitionedDatabase: Bool) -> Bool {
+        inPartitionedDatabase && design.body["options"]?["partitioned"]?.boolValue != false
     }
 
     /// The position of `name` among the views, or CouchDB's 404.
@@ -29,7 +38,7 @@ public struct JavaScriptViews: Sendable {
     /// MD5 of the canonical JSON of the views (names, map and reduce sources), the language,
     /// the options and the `views.lib` modules: what CouchDB's signature covers. The design
     /// document's ID and revision are not in it, so identical design documents share an index.
-    public static func signature(_ design: DesignDocument) -> String {
+    public static func signature(_ design: DesignDocument, partitioned: Bool = false) -> String {
         let body = design.body
         let views = design.views.sorted { $0.name.utf8.lexicographicallyPrecedes($1.name.utf8) }.map { view -> JSONValue in
             .array([JSONValue(view.name), JSONValue(view.map), view.reduce.map { JSONValue($0) } ?? .null])
@@ -39,7 +48,7 @@ public struct JavaScriptViews: Sendable {
             (key: "options", value: body["options"] ?? .object(JSONObject())),
             (key: "views", value: .array(views)),
             (key: "lib", value: body["views"]?["lib"] ?? .null),
-        ]))
+        ] + (partitioned ? [(key: "partitioned", value: JSONValue(true))] : [])))
         return Digest.hex(Digest.md5(summary.canonicalBytes))
     }
 }

@@ -11,6 +11,8 @@ public struct ViewRange: Sendable {
     public var endDocID: String?
     public var inclusiveEnd = true
     public var descending = false
+    /// Only this partition's rows (a partitioned index): its keys are one contiguous range.
+    public var partition: String?
     /// Inclusive bounds given as `Collation.sortKey` bytes, whatever the direction (Mango's
     /// prefix ranges end in a byte above every value, which no JSON key can say).
     public var lowSortKey: [UInt8]?
@@ -20,12 +22,28 @@ public struct ViewRange: Sendable {
 
     public init() {}
 
+    /// What leads every stored key of a partition's rows: the partition's own sort key,
+    /// which no other partition's starts with (sort keys are prefix-free).
+    public static func partitionPrefix(_ partition: String) -> [UInt8] {
+        Collation.sortKey(.string(partition))
+    }
+
+    /// The first byte string past every key that starts with `prefix`.
+    static func successor(of prefix: [UInt8]) -> [UInt8] {
+        var bytes = prefix
+        while let last = bytes.last, last == 0xFF { bytes.removeLast() }
+        guard !bytes.isEmpty else { return [0xFF] }
+        bytes[bytes.count - 1] += 1
+        return bytes
+    }
+
     /// Exactly the rows whose key collates equal to `key`.
-    public static func key(_ key: JSONValue, descending: Bool = false) -> ViewRange {
+    public static func key(_ key: JSONValue, descending: Bool = false, partition: String? = nil) -> ViewRange {
         var range = ViewRange()
         range.startKey = key
         range.endKey = key
         range.descending = descending
+        range.partition = partition
         return range
     }
 }
@@ -87,8 +105,9 @@ extension ViewIndex {
     /// How many rows of `view` come before `range` in its direction (CouchDB's `offset`).
     public func offset(view: Int, range: ViewRange) throws(CouchError) -> Int {
         guard let start = range.startKey else { return 0 }
-        let key = Collation.sortKey(start)
-        let condition: String
+        let prefix = range.partition.map(ViewRange.partitionPrefix) ?? []
+        let key = prefix + Collation.sortKey(start)
+        var condition: String
         var arguments: [SQLiteValue] = [.int(view), .blob(key)]
         switch (range.descending, range.startDocID) {
         case (false, nil): condition = "key < ?"
@@ -100,6 +119,10 @@ extension ViewIndex {
             condition = "(key, doc_id) > (?, ?)"
             arguments.append(.text(id))
         }
+        if !prefix.isEmpty {
+            condition += " AND key >= ? AND key < ?"
+            arguments += [.blob(prefix), .blob(ViewRange.successor(of: prefix))]
+        }
         return try withReader {
             try $0.scalarInt("SELECT count(*) FROM rows WHERE view = ? AND \(condition)", arguments) ?? 0
         }
@@ -109,9 +132,15 @@ extension ViewIndex {
     static func conditions(view: Int, range: ViewRange) -> ([String], [SQLiteValue]) {
         var conditions = ["view = ?"]
         var arguments: [SQLiteValue] = [.int(view)]
+        // A partition's rows: the range of keys its prefix leads, each bound inside it.
+        let prefix = range.partition.map(ViewRange.partitionPrefix) ?? []
+        if !prefix.isEmpty {
+            conditions.append("key >= ? AND key < ?")
+            arguments += [.blob(prefix), .blob(ViewRange.successor(of: prefix))]
+        }
         func bound(_ key: JSONValue?, _ id: String?, _ keyOnly: String, _ withID: String) {
             guard let key else { return }
-            arguments.append(.blob(Collation.sortKey(key)))
+            arguments.append(.blob(prefix + Collation.sortKey(key)))
             if let id {
                 conditions.append(withID)
                 arguments.append(.text(id))

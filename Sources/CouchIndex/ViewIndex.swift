@@ -109,7 +109,7 @@ public final class ViewIndex: @unchecked Sendable {
                         for (dup, row) in rows.enumerated() {
                             try writer.run(
                                 "INSERT INTO rows (view, key, doc_id, dup, key_json, value) VALUES (?, ?, ?, ?, ?, ?)",
-                                [.int(view), .blob(Collation.sortKey(row.key)), .text(change.id.rawValue), .int(dup),
+                                [.int(view), .blob(storedKey(row.key, id: change.id)), .text(change.id.rawValue), .int(dup),
                                  .blob(row.key.serialized()), .blob(row.value.serialized())])
                         }
                     }
@@ -273,6 +273,12 @@ public final class ViewIndex: @unchecked Sendable {
     }
 
     /// Rows in `view` (cached until the next batch).
+    /// The key as stored: its sort key, led in a partitioned index by the partition's.
+    private func storedKey(_ key: JSONValue, id: DocumentID) -> [UInt8] {
+        guard definition.partitioned else { return Collation.sortKey(key) }
+        return ViewRange.partitionPrefix(id.partition ?? "") + Collation.sortKey(key)
+    }
+
     public func totalRows(view: Int) throws(CouchError) -> Int {
         if let total = stateLock.withLock({ totals[view] }) { return total }
         let total = try withReader { try $0.scalarInt("SELECT count(*) FROM rows WHERE view = ?", [.int(view)]) ?? 0 }

@@ -220,7 +220,7 @@ public struct MangoQuery: Sendable {
             (key: "include_docs", value: true),
             (key: "view_type", value: "map"),
             (key: "reduce", value: false),
-            (key: "partition", value: .null),
+            (key: "partition", value: options.partition.isEmpty ? .null : JSONValue(options.partition)),
         ]
         func show(_ bound: MangoBound) -> JSONValue {
             switch bound {

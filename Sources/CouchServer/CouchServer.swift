@@ -61,10 +61,14 @@ public final class CouchServer: RequestHandler {
         // configured default security written into it, as CouchDB writes it at creation. System
         // databases keep their own rules.
         databases.observeCreations { database in
+            if database.name == UsersDatabase.name { UsersDatabase.installAuthDesignDocument(in: database) }
             guard !database.name.isSystem else { return }
             try? holder.current.secureNewDatabase(database)
         }
         databases.validator = functions
+        if databases.exists(UsersDatabase.name), let users = try? databases.database(UsersDatabase.name) {
+            UsersDatabase.installAuthDesignDocument(in: users)
+        }
         indexes.registerSignatureProvider(ViewRoutes.javaScriptSignatures(functions))
         indexes.registerSignatureProvider { database in
             Set(((try? MangoIndex.list(in: database)) ?? []).compactMap(\.signature))
@@ -75,7 +79,8 @@ public final class CouchServer: RequestHandler {
         attachmentsOnDemand = OnDemandAttachments(replicatorDatabase: replicatorDatabase)
         let metrics = ServerMetrics()
         self.metrics = metrics
-        idleMemoryRelease = IdleMemoryRelease(requestCount: { [weak metrics] in metrics?.requestCount ?? 0 })
+        idleMemoryRelease = IdleMemoryRelease(requestCount: { [weak metrics] in metrics?.requestCount ?? 0 },
+                                              releaseCaches: { [weak databases] in databases?.releaseCacheMemory() })
         replicatorDatabase.start()
     }
 

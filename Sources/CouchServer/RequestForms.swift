@@ -72,3 +72,25 @@ final class JSONPStream: ResponseStream, @unchecked Sendable {
         return .data(count)
     }
 }
+
+extension RouteContext {
+    /// CouchDB's write quorum: `w` (the query's, or `_bulk_docs`' body member) above the one
+    /// copy this node keeps is not met, and CouchDB answers 202 `accepted` for a write that
+    /// went in; otherwise `status`.
+    func quorumStatus(_ status: Int, bodyW: JSONValue? = nil) -> Int {
+        let w = bodyW?.intValue ?? request.queryValue("w").flatMap { Int($0) } ?? 1
+        return w > 1 ? 202 : status
+    }
+
+    /// `?batch=ok`: CouchDB queues the write and answers 202 at once, whatever becomes of it
+    /// (errors are only logged). Couchette writes before answering; a failed write is logged.
+    func batchWrite(id: DocumentID, _ write: () throws -> RevisionID) throws -> HTTPResponse? {
+        guard request.queryValue("batch") == "ok" else { return nil }
+        do {
+            _ = try write()
+        } catch {
+            server.logger.notice("batch write of \(id.rawValue) failed: \(error)")
+        }
+        return .json(202, ["ok": true, "id": JSONValue(id.rawValue)])
+    }
+}

@@ -15,9 +15,9 @@ extension RouteContext {
 
     /// `/db/doc` (and `/attachment`), each part encoded as CouchDB's `couch_util:url_encode`.
     func absoluteURL(database: DatabaseName, id: DocumentID? = nil, attachment: String? = nil) -> String {
-        var path = "/" + URLEncoding.encode(database.rawValue)
-        if let id { path += "/" + URLEncoding.encode(id.rawValue) }
-        if let attachment { path += "/" + URLEncoding.encode(attachment) }
+        var path = "/" + PercentEncoding.encode(database.rawValue, keeping: PercentEncoding.couchURLMarks)
+        if let id { path += "/" + PercentEncoding.encode(id.rawValue, keeping: PercentEncoding.couchURLMarks) }
+        if let attachment { path += "/" + PercentEncoding.encode(attachment, keeping: PercentEncoding.couchURLMarks) }
         return absoluteURL(path)
     }
 
@@ -27,25 +27,5 @@ extension RouteContext {
         return header.split(whereSeparator: { $0 == "," || $0 == " " }).contains { candidate in
             (candidate.hasPrefix("W/") ? candidate.dropFirst(2) : candidate) == etag
         }
-    }
-}
-
-enum URLEncoding {
-    /// CouchDB's `couch_util:url_encode`: letters, digits and `_.-:` as they are, every other
-    /// UTF-8 byte as `%XX` (upper-case hex).
-    static func encode(_ text: String) -> String {
-        var output = ""
-        for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-                 UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "_"), UInt8(ascii: "."), UInt8(ascii: "-"),
-                 UInt8(ascii: ":"):
-                output.unicodeScalars.append(Unicode.Scalar(byte))
-            default:
-                let hex = String(byte, radix: 16, uppercase: true)
-                output += "%" + (hex.count == 1 ? "0" + hex : hex)
-            }
-        }
-        return output
     }
 }

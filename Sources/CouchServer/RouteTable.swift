@@ -79,6 +79,7 @@ enum RouteTable {
             .PUT: DocumentRoutes.putDocument,
             .DELETE: DocumentRoutes.deleteDocument,
             .COPY: DocumentRoutes.copyDocument,
+            .POST: FormUploadRoute.postDocument,
         ],
         .attachment: [
             .GET: AttachmentRoutes.getAttachment,

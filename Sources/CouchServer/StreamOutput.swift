@@ -25,3 +25,31 @@ struct StreamOutput {
         return count
     }
 }
+
+/// A listing streamed a page at a time (`_all_docs`, a view): `produce` appends the next page
+/// to `output` (or sets `finished`) whenever the connection has taken everything before it.
+protocol PagedListingStream: ResponseStream {
+    var output: StreamOutput { get set }
+    var finished: Bool { get }
+    func produce() throws
+}
+
+extension PagedListingStream {
+    func start(wake: @escaping @Sendable () -> Void) {}
+    func close() {}
+
+    func read(into buffer: UnsafeMutableRawBufferPointer) -> StreamChunk {
+        if output.isDrained {
+            output.reset()
+            if finished { return .end }
+            do {
+                try produce()
+            } catch {
+                // The status line is gone already; end the body where it stands.
+                return .end
+            }
+        }
+        let count = output.copy(into: buffer)
+        return count > 0 ? .data(count) : .end
+    }
+}

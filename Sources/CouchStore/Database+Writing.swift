@@ -4,6 +4,12 @@ import CouchCore
 /// already stored, existing) revision, or the error that stopped it.
 public typealias WriteResult = Result<RevisionID, CouchError>
 
+/// An all-or-nothing write (`_bulk_docs` with `all_or_nothing`) that wrote nothing because
+/// some of its edits failed: what each edit would have given.
+public struct AllOrNothingAborted: Error {
+    public let results: [WriteResult]
+}
+
 extension Database {
     /// An interactive edit (`new_edits=true`): the edit must name the current leaf it replaces.
     public func update(_ edit: DocumentEdit, as user: UserContext = .internalWriter) throws -> RevisionID {
@@ -17,8 +23,10 @@ extension Database {
     /// they are then; inside, only an edit whose document moved meanwhile is checked again.
     /// `keepingAbsentBodies` (replicated writes only): a stub no ancestor backs is stored
     /// with its body absent (`AttachmentInfo.isBodyAbsent`) rather than refused.
+    /// `allOrNothing`: when any edit fails, none is written (each result says what it would
+    /// have been; `isAborted` in `bulkUpdateAllOrNothing`).
     public func bulkUpdate(_ edits: [DocumentEdit], newEdits: Bool, following: [String: StagedBlob] = [:],
-                           keepingAbsentBodies: Bool = false,
+                           keepingAbsentBodies: Bool = false, allOrNothing: Bool = false,
                            as user: UserContext = .internalWriter) throws -> [WriteResult] {
         let prepared: [Result<PreparedEdit, CouchError>] = edits.map { edit in
             do {
@@ -33,10 +41,10 @@ extension Database {
         let checks = validateBeforeWriting(prepared, newEdits: newEdits, user: user)
         noteDesignWrite(edits)
         defer { noteDesignWrite(edits) }
-        let results: [WriteResult]
+        var results: [WriteResult]
         do {
             results = try writer.perform { transaction in
-                prepared.enumerated().map { index, preparation -> WriteResult in
+                let results = prepared.enumerated().map { index, preparation -> WriteResult in
                     switch (preparation, checks[index]) {
                     case (.failure(let error), _), (_, .failure(let error)): return .failure(error)
                     case (.success(let edit), .success(let check)):
@@ -45,7 +53,13 @@ extension Database {
                         }
                     }
                 }
+                // Thrown, the whole operation's savepoint rolls back: nothing of it is written.
+                if allOrNothing, results.contains(where: { (try? $0.get()) == nil }) { throw AllOrNothingAborted(results: results) }
+                return results
             }
+        } catch let aborted as AllOrNothingAborted {
+            finishStaging(prepared, results: nil, following: Array(following.values))
+            throw aborted
         } catch {
             finishStaging(prepared, results: nil, following: Array(following.values))
             throw error

@@ -143,11 +143,13 @@ public final class Database: @unchecked Sendable {
             let pageSize = try connection.scalarInt("PRAGMA page_size") ?? 4096
             let freePages = try connection.scalarInt("PRAGMA freelist_count") ?? 0
             let walSize = ((try? FileManager.default.attributesOfItem(atPath: path + "-wal"))?[.size] as? Int) ?? 0
+            // In-page free space as measured at the last compaction (`recordPageSlack`).
+            let slack = (try? connection.scalarInt("SELECT CAST(value AS INTEGER) FROM metadata WHERE key = 'page_slack'")) ?? 0
             return DatabaseInfo(
                 name: name, documentCount: counts.live, deletedDocumentCount: counts.deleted,
                 updateSequence: updateSequence,
                 fileSize: pageCount * pageSize + walSize,
-                activeSize: (pageCount - freePages) * pageSize,
+                activeSize: max(0, (pageCount - freePages) * pageSize - (slack ?? 0)),
                 externalSize: counts.externalSize,
                 instanceStartTime: instanceStartTime,
                 compactRunning: isCompacting)

@@ -29,6 +29,12 @@ final class ReaderPool: @unchecked Sendable {
         return connection
     }
 
+    /// Empties the page caches of the idle connections (each up to SQLite's default 2 MB),
+    /// under the lock, so none is checked out meanwhile.
+    func releaseCacheMemory() {
+        lock.withLock { idle.forEach { $0.releaseCacheMemory() } }
+    }
+
     private func checkIn(_ connection: SQLiteConnection) {
         lock.lock()
         defer { lock.unlock() }

@@ -11,6 +11,12 @@ public final class SQLiteConnection {
     let path: String
     static let logger = Logger(label: "couchette.sqlite")
 
+    /// Frees what the page cache holds and no open statement needs (`sqlite3_db_release_memory`):
+    /// for a connection no thread is using.
+    func releaseCacheMemory() {
+        if let handle { _ = sqlite3_db_release_memory(handle) }
+    }
+
     public init(path: String, readOnly: Bool = false, create: Bool = false) throws(CouchError) {
         self.path = path
         var flags = SQLITE_OPEN_NOMUTEX | (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE)

@@ -94,7 +94,7 @@ enum AuthorizationPolicy {
     /// the system databases as CouchDB does.
     static func requirement(for endpoint: Endpoint, method: HTTPMethod?, usersSecurityEditable: Bool) -> Requirement {
         let base = requirement(for: endpoint.route, method: method)
-        let writes = method == .PUT || method == .DELETE
+        let writes = method == .PUT || method == .DELETE || method == .POST
         switch endpoint {
         case .document(let database, let id), .attachment(let database, let id, _):
             if database == UsersDatabase.name, !id.isLocal {

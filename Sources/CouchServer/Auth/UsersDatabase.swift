@@ -106,3 +106,23 @@ enum UsersDatabase {
         if name.contains(":") { throw refuse("Character `:` is not allowed in usernames.") }
     }
 }
+
+extension UsersDatabase {
+    static let authDesignDocument = DocumentID("_design/_auth")
+
+    /// CouchDB creates `_users/_design/_auth` with the database, and clients wait for it to
+    /// know the database is ready. Couchette enforces the user-document rules natively
+    /// (`prepare`, `validate`), so its validation function accepts everything itself.
+    static func installAuthDesignDocument(in database: Database) {
+        do {
+            guard try database.record(authDesignDocument) == nil else { return }
+        } catch {
+            return
+        }
+        let body: JSONObject = [
+            "language": "javascript",
+            "validate_doc_update": "function(newDoc, oldDoc, userCtx, secObj) {\n  // Checked by Couchette itself: document shape, names, roles and who may write.\n}",
+        ]
+        _ = try? database.update(DocumentEdit(id: authDesignDocument, body: body))
+    }
+}

@@ -10,12 +10,15 @@ final class IdleMemoryRelease: @unchecked Sendable {
     private let queue = DispatchQueue(label: "couchette.idle-memory-release")
     private let timer: DispatchSourceTimer
     private let requestCount: @Sendable () -> Int
+    /// Frees caches worth freeing when idle (SQLite's page caches), before the trim.
+    private let releaseCaches: @Sendable () -> Void
     // Touched on `queue` only.
     private var lastSeen = 0
     private var released = 0
 
-    init(requestCount: @escaping @Sendable () -> Int) {
+    init(requestCount: @escaping @Sendable () -> Int, releaseCaches: @escaping @Sendable () -> Void) {
         self.requestCount = requestCount
+        self.releaseCaches = releaseCaches
         timer = DispatchSource.makeTimerSource(queue: queue)
         timer.setEventHandler { [weak self] in self?.tick() }
         timer.schedule(deadline: .now() + 1, repeating: 1, leeway: .milliseconds(250))
@@ -29,6 +32,7 @@ final class IdleMemoryRelease: @unchecked Sendable {
         defer { lastSeen = count }
         guard count == lastSeen, count != released else { return }
         released = count
+        releaseCaches()
         MemoryRelease.now()
     }
 }

@@ -3,7 +3,7 @@ import CouchStore
 
 /// An `_all_docs` listing written a page of rows at a time as the client reads it, so a
 /// listing of every document never sits in memory whole.
-final class AllDocumentsStream: ResponseStream, @unchecked Sendable {
+final class AllDocumentsStream: PagedListingStream, @unchecked Sendable {
     private let database: Database
     private var query: AllDocumentsQuery
     private let includeDocs: Bool
@@ -11,9 +11,9 @@ final class AllDocumentsStream: ResponseStream, @unchecked Sendable {
     private let updateSequence: Int?
     private var remaining: Int
     private var written = 0
-    private var output = StreamOutput()
+    var output = StreamOutput()
     private var started = false
-    private var finished = false
+    private(set) var finished = false
     private static let pageSize = 500
 
     init(database: Database, query: AllDocumentsQuery, includeDocs: Bool, render: DocumentRenderOptions,
@@ -34,25 +34,7 @@ final class AllDocumentsStream: ResponseStream, @unchecked Sendable {
 
     static let epilogue = Array("\n]}\n".utf8)
 
-    func start(wake: @escaping @Sendable () -> Void) {}
-    func close() {}
-
-    func read(into buffer: UnsafeMutableRawBufferPointer) -> StreamChunk {
-        if output.isDrained {
-            output.reset()
-            if finished { return .end }
-            do {
-                try produce()
-            } catch {
-                // The status line is gone already; end the body where it stands.
-                return .end
-            }
-        }
-        let count = output.copy(into: buffer)
-        return count > 0 ? .data(count) : .end
-    }
-
-    private func produce() throws {
+    func produce() throws {
         if !started {
             started = true
             let position = try database.allDocumentsPosition(query)

@@ -61,7 +61,7 @@ enum AttachmentRoutes {
         let contentType = context.request.header("content-type") ?? "application/octet-stream"
         let revision = try database.putAttachment(id, revision: try context.revisionOption(), name: name,
                                                   contentType: contentType, blob: blob, as: context.user)
-        return .json(201, DocumentJSON.writeResult(id: id, revision: revision),
+        return .json(context.quorumStatus(201), DocumentJSON.writeResult(id: id, revision: revision),
                      headers: [("ETag", "\"\(revision)\""),
                                ("Location", context.absoluteURL(database: database.name, id: id, attachment: name))])
     }
@@ -71,7 +71,7 @@ enum AttachmentRoutes {
         guard case .attachment(_, let id, let name) = context.endpoint else { throw CouchError.notFound() }
         guard let revision = try context.revisionOption() else { throw CouchError.documentConflict }
         let newRevision = try database.deleteAttachment(id, revision: revision, name: name, as: context.user)
-        return .json(200, DocumentJSON.writeResult(id: id, revision: newRevision),
+        return .json(context.quorumStatus(200), DocumentJSON.writeResult(id: id, revision: newRevision),
                      headers: [("ETag", "\"\(newRevision)\"")])
     }
 

@@ -83,8 +83,9 @@ enum DocumentRoutes {
         edit.revision = try reconcileRevision(body: edit.revision, request: try context.revisionOption())
         let newEdits = try context.boolOption("new_edits", default: true)
         edit = try context.authorizedEdit(edit, in: database, newEdits: newEdits)
-        let revision = try database.bulkUpdate([edit], newEdits: newEdits, following: following, as: context.user)[0].get()
-        return written(context, id: id, revision: revision)
+        let write = { [edit] in try database.bulkUpdate([edit], newEdits: newEdits, following: following, as: context.user)[0].get() }
+        if let queued = try context.batchWrite(id: id, write) { return queued }
+        return written(context, id: id, revision: try write())
     }
 
     private static func parseDocument(_ bytes: [UInt8]) throws(CouchError) -> JSONValue {
@@ -124,8 +125,9 @@ enum DocumentRoutes {
         let database = try context.database()
         try database.validatePartitioned(id)
         edit = try context.authorizedEdit(edit, in: database)
-        let revision = try database.update(edit, as: context.user)
-        return written(context, id: id, revision: revision)
+        let write = { [edit] in try database.update(edit, as: context.user) }
+        if let queued = try context.batchWrite(id: id, write) { return queued }
+        return written(context, id: id, revision: try write())
     }
 
     static func deleteDocument(_ context: RouteContext) throws -> HTTPResponse {
@@ -136,7 +138,7 @@ enum DocumentRoutes {
         let edit = try context.authorizedEdit(DocumentEdit(id: id, revision: try context.revisionOption(), isDeleted: true),
                                               in: database)
         let revision = try database.update(edit, as: context.user)
-        return .json(200, DocumentJSON.writeResult(id: id, revision: revision),
+        return .json(context.quorumStatus(200), DocumentJSON.writeResult(id: id, revision: revision),
                      headers: [("ETag", "\"\(revision)\"")])
     }
 
@@ -171,7 +173,7 @@ enum DocumentRoutes {
         let edit = try context.authorizedEdit(DocumentEdit(id: targetID, revision: destinationRevision, body: body),
                                               in: database)
         let revision = try database.update(edit, keeping: source.revision.attachments, as: context.user)
-        return .json(201, DocumentJSON.writeResult(id: targetID, revision: revision),
+        return .json(context.quorumStatus(201), DocumentJSON.writeResult(id: targetID, revision: revision),
                      headers: [location(context, id: targetID), ("ETag", "\"\(revision)\"")])
     }
 
@@ -188,13 +190,7 @@ enum DocumentRoutes {
     }
 
     static func written(_ context: RouteContext, id: DocumentID, revision: RevisionID) -> HTTPResponse {
-        let location = location(context, id: id)
-        // `batch=ok` is answered as CouchDB answers it: 202 and no revision. Couchette still
-        // writes before answering, so the write is as durable as any other.
-        if context.request.queryValue("batch") == "ok" {
-            return .json(202, ["ok": true, "id": JSONValue(id.rawValue)], headers: [location])
-        }
-        return .json(201, DocumentJSON.writeResult(id: id, revision: revision),
-                     headers: [("ETag", "\"\(revision)\""), location])
+        .json(context.quorumStatus(201), DocumentJSON.writeResult(id: id, revision: revision),
+              headers: [("ETag", "\"\(revision)\""), location(context, id: id)])
     }
 }

@@ -4,24 +4,38 @@ import CouchStore
 
 /// `POST /db/_find` and `POST /db/_explain` (CouchDB's `mango_httpd`).
 enum FindRoutes {
-    static func postFind(_ context: RouteContext) throws -> HTTPResponse {
-        let (database, query) = try plan(context)
-        let source = try MangoRequestSource(context, database: database, conflicts: query.options.conflicts)
+    /// `partition` (`/db/_partition/{p}/_find`): only that partition's documents, read through
+    /// `_all_docs`' ID range of the partition (Couchette's JSON indexes are not partitioned).
+    static func postFind(_ context: RouteContext) throws -> HTTPResponse { try find(context, partition: nil) }
+
+    static func postExplain(_ context: RouteContext) throws -> HTTPResponse { try explain(context, partition: nil) }
+
+    static func find(_ context: RouteContext, partition: String?) throws -> HTTPResponse {
+        let (database, query) = try plan(context, partition: partition)
+        let source = try MangoRequestSource(context, database: database, conflicts: query.options.conflicts,
+                                            partition: partition)
         let result = try query.find(source: source, reader: MangoJSONIndexes(manager: context.server.indexes, database: database),
                                     text: context.server.mangoText.searcher(for: database))
         return .json(200, bytes: result.body)
     }
 
-    static func postExplain(_ context: RouteContext) throws -> HTTPResponse {
-        let (database, query) = try plan(context)
+    static func explain(_ context: RouteContext, partition: String?) throws -> HTTPResponse {
+        let (database, query) = try plan(context, partition: partition)
         return .json(200, query.explain(database: database.name.rawValue))
     }
 
-    private static func plan(_ context: RouteContext) throws -> (Database, MangoQuery) {
+    private static func plan(_ context: RouteContext, partition: String?) throws -> (Database, MangoQuery) {
         let database = try context.database()
         try context.requireJSONContentType()
         let body = try context.jsonObjectBody()
-        let options = try MangoFindOptions(body)
-        return (database, try MangoQuery(options, indexes: try MangoIndex.list(in: database)))
+        var options = try MangoFindOptions(body)
+        guard let partition else {
+            return (database, try MangoQuery(options, indexes: try MangoIndex.list(in: database)))
+        }
+        if !options.partition.isEmpty, options.partition != partition {
+            throw CouchError.badRequest("Conflicting value for `partition` in request body")
+        }
+        options.partition = partition
+        return (database, try MangoQuery(options, indexes: [MangoIndex.allDocs]))
     }
 }

@@ -10,9 +10,12 @@ struct MangoRequestSource: MangoDocumentSource {
     let user: UserContext
     let isAdmin: Bool
     let conflicts: Bool
+    /// A partition query's partition: only its documents are read (their ID range).
+    let partition: String?
 
-    init(_ context: RouteContext, database: Database, conflicts: Bool) throws {
+    init(_ context: RouteContext, database: Database, conflicts: Bool, partition: String? = nil) throws {
         self.database = database
+        self.partition = partition
         user = context.user
         let access = try context.databaseAccessForWrites()
         isAdmin = context.user.isServerAdmin || access.isAdmin
@@ -31,6 +34,7 @@ struct MangoRequestSource: MangoDocumentSource {
         query.limit = limit
         query.includeBodies = true
         query.includeTree = conflicts
+        query.within = partition.map(DocumentID.partitionRange)
         let rows = try database.allDocuments(query)
         return (try rows.compactMap(document), rows.count, rows.last?.id.rawValue)
     }
@@ -38,6 +42,7 @@ struct MangoRequestSource: MangoDocumentSource {
     func documents(_ ids: [String]) throws -> [MangoDocument?] {
         try database.documents(ids: ids.map(DocumentID.init), includeBodies: true, includeTree: conflicts)
             .map { row in try row.flatMap(document) }
+            .map { document in partition == nil || document?.id.hasPrefix(partition! + ":") == true ? document : nil }
     }
 
     private func document(_ row: AllDocumentsRow) throws -> MangoDocument? {

@@ -41,6 +41,12 @@ enum PartitionRoutes {
         case ["_all_docs"]:
             let context = posted ? try AllDocumentsRoute.withBodyOptions(context) : context
             return try AllDocumentsRoute.respond(context, namespace: .partition(partition))
+        case let parts where parts.count == 4 && parts[0] == "_design" && parts[2] == "_view":
+            return try ViewRoutes.partitionView(context, design: parts[1], view: parts[3], partition: partition, posted: posted)
+        case ["_find"] where posted:
+            return try FindRoutes.find(context, partition: partition)
+        case ["_explain"] where posted:
+            return try FindRoutes.explain(context, partition: partition)
         default:
             throw CouchError.notFound("missing")
         }

@@ -31,7 +31,7 @@ enum PurgeRoutes {
         let results = try database.purge(requests)
         var purged = JSONObject()
         for (id, revisions) in results { purged[id.rawValue] = .array(revisions.map { JSONValue($0.description) }) }
-        return .json(201, ["purge_seq": .null, "purged": .object(purged)])
+        return .json(context.quorumStatus(201), ["purge_seq": .null, "purged": .object(purged)])
     }
 
     static func getPurgedInfosLimit(_ context: RouteContext) throws -> HTTPResponse {

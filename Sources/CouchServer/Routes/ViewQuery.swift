@@ -27,19 +27,41 @@ final class ViewQuery: @unchecked Sendable {
     private var skip: Int
     private var remaining: Int
     private var reduced: [[UInt8]]?
+    private let partition: String?
     private static let pageSize = 500
 
     /// Opens `viewName` of `design` for `options`: CouchDB's 404 for a missing view, 400s for
     /// parameters the view does not allow.
+    /// `partition`: a partitioned design document's view is only queried for one partition
+    /// (`/db/_partition/{p}/_design/...`), reading that partition's key range of the index.
     init(context: RouteContext, database: Database, design: DesignDocument, viewName: String,
-         options given: ViewQueryOptions) throws {
-        let views = JavaScriptViews(design: design, database: database.name, runtime: context.server.functions)
+         options given: ViewQueryOptions, partition: String? = nil) throws {
+        let views = JavaScriptViews(design: design, database: database.name, runtime: context.server.functions,
+                                    partitioned: database.isPartitioned)
+        switch (views.definition.partitioned, partition) {
+        case (true, nil):
+            throw CouchError(.queryParseError, "`partition` parameter is mandatory for queries to this view.")
+        case (false, _?):
+            throw CouchError(.queryParseError, "`partition` parameter is not supported in this design doc")
+        default:
+            break
+        }
         guard let position = views.views.firstIndex(where: { $0.name == viewName }) else {
             throw CouchError.notFound("missing_named_view")
         }
         let functions = views.views[position]
         var options = given
         try options.validate(viewReduces: functions.reduce != nil)
+        if partition != nil {
+            // CouchDB's `[query_server_config] partition_query_limit`: the default and the most.
+            let most = context.server.configuration.partitionQueryLimit
+            if let limit = options.limit, limit > most {
+                throw CouchError(.queryParseError, "Limit is too large, must not exceed \(most)")
+            }
+            options.limit = options.limit ?? most
+            options.range.partition = partition
+        }
+        self.partition = partition
         self.options = options
         self.database = database
         view = position
@@ -72,7 +94,9 @@ final class ViewQuery: @unchecked Sendable {
             reduced = try reduceRows()
         } else {
             let index = self.index
-            let total = try index.totalRows(view: position)
+            var partitionRange = ViewRange()
+            partitionRange.partition = partition
+            let total = partition == nil ? try index.totalRows(view: position) : try index.count(view: position, range: partitionRange)
             totalRows = total
             let first = Self.keysOrRange(options).first
             let before = try first.map { range throws(CouchError) in try index.offset(view: position, range: range) } ?? 0
@@ -84,7 +108,7 @@ final class ViewQuery: @unchecked Sendable {
     /// One range per key of `keys`, else the query's range.
     private static func keysOrRange(_ options: ViewQueryOptions) -> [ViewRange] {
         guard let keys = options.keys else { return [options.range] }
-        return keys.map { ViewRange.key($0, descending: options.range.descending) }
+        return keys.map { ViewRange.key($0, descending: options.range.descending, partition: options.range.partition) }
     }
 
     /// The JSON before the rows: `{"total_rows":N,"offset":M[,"update_seq":S],"rows":[`.

@@ -30,9 +30,28 @@ enum ViewRoutes {
         return parts.count > resourceIndex + 1 ? Array(parts[(resourceIndex + 1)...]) : []
     }
 
+    /// `/db/_partition/{p}/_design/ddoc/_view/name` (GET, POST with `keys`): the view's rows of
+    /// that partition only.
+    static func partitionView(_ context: RouteContext, design name: String, view: String, partition: String,
+                              posted: Bool) throws -> HTTPResponse {
+        let database = try context.database()
+        let design = try designDocument(context, database: database, id: DocumentID(DocumentID.designPrefix + name))
+        var options: ViewQueryOptions
+        if posted {
+            try context.requireJSONContentType()
+            options = try ViewQueryOptions(query: context.request.query, body: try context.jsonObjectBody())
+        } else {
+            options = try ViewQueryOptions(query: context.request.query.filter { $0.name != "partition" })
+        }
+        let query = try ViewQuery(context: context, database: database, design: design, viewName: view, options: options,
+                                  partition: partition)
+        return HTTPResponse(status: 200, headers: [("Content-Type", HTTPResponse.jsonContentType)],
+                            body: .stream(ViewStream(query: query)))
+    }
+
     /// The design document a request names (CouchDB's 404 `missing`/`deleted`).
-    static func designDocument(_ context: RouteContext, database: Database) throws -> DesignDocument {
-        let id = try context.documentID
+    static func designDocument(_ context: RouteContext, database: Database, id named: DocumentID? = nil) throws -> DesignDocument {
+        let id = try named ?? context.documentID
         if let design = try context.server.functions.designDocuments(database).first(where: { $0.id == id }) {
             return design
         }
@@ -111,7 +130,8 @@ enum ViewRoutes {
     static func getInfo(_ context: RouteContext) throws -> HTTPResponse {
         let database = try context.database()
         let design = try designDocument(context, database: database)
-        let views = JavaScriptViews(design: design, database: database.name, runtime: context.server.functions)
+        let views = JavaScriptViews(design: design, database: database.name, runtime: context.server.functions,
+                                    partitioned: database.isPartitioned)
         let index = views.views.isEmpty ? nil : try context.server.indexes.index(for: views.definition, in: database)
         let size = index?.fileSize ?? 0
         let name = String(design.id.rawValue.dropFirst(DocumentID.designPrefix.count))
@@ -137,7 +157,8 @@ enum ViewRoutes {
         try context.requireJSONContentType()
         let database = try context.database()
         let design = try designDocument(context, database: database)
-        let views = JavaScriptViews(design: design, database: database.name, runtime: context.server.functions)
+        let views = JavaScriptViews(design: design, database: database.name, runtime: context.server.functions,
+                                    partitioned: database.isPartitioned)
         if !views.views.isEmpty {
             let index = try context.server.indexes.index(for: views.definition, in: database)
             let logger = context.server.logger
@@ -164,7 +185,10 @@ enum ViewRoutes {
     static func javaScriptSignatures(_ functions: FunctionRuntime) -> @Sendable (Database) -> Set<String> {
         { database in
             let designs = (try? functions.designDocuments(database)) ?? []
-            return Set(designs.filter { !$0.views.isEmpty }.map(JavaScriptViews.signature))
+            return Set(designs.filter { !$0.views.isEmpty }.map { design in
+                JavaScriptViews.signature(design, partitioned: JavaScriptViews.isPartitioned(
+                    design, inPartitionedDatabase: database.isPartitioned))
+            })
         }
     }
 }

@@ -1,33 +1,15 @@
 /// A view's answer written a page of rows at a time as the client reads it, so a view of
 /// any size never sits in memory whole.
-final class ViewStream: ResponseStream, @unchecked Sendable {
+final class ViewStream: PagedListingStream, @unchecked Sendable {
     private let query: ViewQuery
-    private var output = StreamOutput()
+    var output = StreamOutput()
     private var started = false
-    private var finished = false
+    private(set) var finished = false
     private var written = 0
 
     init(query: ViewQuery) { self.query = query }
 
-    func start(wake: @escaping @Sendable () -> Void) {}
-    func close() {}
-
-    func read(into buffer: UnsafeMutableRawBufferPointer) -> StreamChunk {
-        if output.isDrained {
-            output.reset()
-            if finished { return .end }
-            do {
-                try produce()
-            } catch {
-                // The status line is gone already; end the body where it stands.
-                return .end
-            }
-        }
-        let count = output.copy(into: buffer)
-        return count > 0 ? .data(count) : .end
-    }
-
-    private func produce() throws {
+    func produce() throws {
         if !started {
             started = true
             output.bytes = query.prelude
