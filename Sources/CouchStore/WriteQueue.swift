@@ -44,6 +44,9 @@ final class WriteQueue: @unchecked Sendable {
             condition.unlock()
             let newSequence = run(batch, startSequence: startSequence)
             condition.lock()
+            // Marked done under the lock the waiting writers read it under (ThreadSanitizer
+            // found it set during `run`, unlocked, while a writer of the batch looked).
+            batch.forEach { $0.isDone = true }
             committedSequence = newSequence
             batchRunning = false
             condition.broadcast()
@@ -80,7 +83,7 @@ final class WriteQueue: @unchecked Sendable {
         do {
             try connection.run("BEGIN IMMEDIATE")
         } catch {
-            batch.forEach { $0.error = error; $0.isDone = true }
+            batch.forEach { $0.error = error }
             return startSequence
         }
         for write in batch {
@@ -95,7 +98,6 @@ final class WriteQueue: @unchecked Sendable {
                 // run outside a transaction (each would commit on its own, unacknowledged).
                 if connection.isAutocommit {
                     for other in batch where other.error == nil || other === write { other.error = error }
-                    batch.forEach { $0.isDone = true }
                     return startSequence
                 }
                 transaction.state = saved
@@ -110,10 +112,8 @@ final class WriteQueue: @unchecked Sendable {
         } catch {
             try? connection.run("ROLLBACK")
             for write in batch where write.error == nil { write.error = error }
-            batch.forEach { $0.isDone = true }
             return startSequence
         }
-        batch.forEach { $0.isDone = true }
         connection.checkpointIfDue()
         return transaction.sequence
     }
