@@ -1,5 +1,6 @@
 import CouchCore
 import Foundation
+import Synchronization
 
 /// The single writer of one database. Concurrent writers queue here; whoever finds
 /// no batch running becomes the leader and commits every queued write in one
@@ -10,14 +11,17 @@ final class WriteQueue: @unchecked Sendable {
     private let condition = NSCondition()
     private var pending: [PendingWrite] = []
     private var batchRunning = false
-    private(set) var committedSequence: Int
+    /// Read without the queue's lock by every reader of `update_seq` (an atomic, so a read
+    /// during a commit sees the old or the new sequence, never a torn one).
+    private let committed: Atomic<Int>
+    var committedSequence: Int { committed.load(ordering: .acquiring) }
     /// Called after each commit with the new update sequence, outside the lock.
     var onCommit: (@Sendable (Int) -> Void)?
     static let maximumBatch = 1000
 
     init(connection: SQLiteConnection, committedSequence: Int) {
         self.connection = connection
-        self.committedSequence = committedSequence
+        committed = Atomic(committedSequence)
     }
 
     private final class PendingWrite {
@@ -47,7 +51,7 @@ final class WriteQueue: @unchecked Sendable {
             // Marked done under the lock the waiting writers read it under (ThreadSanitizer
             // found it set during `run`, unlocked, while a writer of the batch looked).
             batch.forEach { $0.isDone = true }
-            committedSequence = newSequence
+            committed.store(newSequence, ordering: .releasing)
             batchRunning = false
             condition.broadcast()
             if newSequence != startSequence, let onCommit {
