@@ -88,11 +88,16 @@ import Testing
         #expect(try httpRequest(port: port, "POST", "/_session", headers: [("Content-Type", "application/x-www-form-urlencoded")],
                                 body: Array("name=jan&password=\(wrongPassword)".utf8)).status == 401)
         #expect(try httpRequest(port: port, "GET", "/_session?password=\(wrongPassword)").status == 200)
+        // A name is the client's: one that carries a line break cannot forge a log line.
+        #expect(try httpRequest(port: port, "POST", "/_session", headers: [("Content-Type", "application/json")],
+                                body: Array(#"{"name":"eve\nforged line","password":"\#(wrongPassword)"}"#.utf8)).status == 401)
         couchette.stop()
 
         let logs = couchette.logs
         #expect(logs.contains("PUT /db 201"))
-        #expect(logs.contains("authentication failed for user admin"))
+        #expect(logs.contains(#"authentication failed for user "admin""#))
+        #expect(logs.contains(#"authentication failed for user "eve\nforged line""#))
+        #expect(!logs.contains("\nforged line"))
         for password in [adminPassword, configPassword, userPassword, wrongPassword] {
             #expect(!logs.contains(password), "a password is in the logs")
             for file in allFileBytes(under: data) {

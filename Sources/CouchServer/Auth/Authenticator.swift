@@ -51,7 +51,8 @@ final class Authenticator: Sendable {
             matches = try hasher.verifyUnknown(password)
         }
         guard let stored, matches else {
-            logger.warning("authentication failed for user \(name)")
+            // Quoted and escaped as JSON: a name is the client's, and may hold line breaks.
+            logger.warning("authentication failed for user \(JSONValue(name).serializedString())")
             throw Self.incorrect
         }
         return UserContext(name: name, roles: stored.roles, authenticatedBy: handler)
