@@ -102,8 +102,13 @@ import Testing
         expectFull(try request("GET", "/idx/_design/v/_view/count"), "view of the same design document")
         expectFull(try request("POST", "/idx/_find", find), "Mango index")
         // What was indexed before is served as it is.
-        let stale = try request("GET", "/idx/_design/v/_view/big?update=false")
-        #expect(stale.status == 200 && stale.json["rows"]?.arrayValue?.count == 10, "\(stale.json.serializedString())")
+        // (An update may have committed a batch or more before the disk filled up: the rows are
+        // then those of the first documents, as of the batch's sequence.)
+        func expectIndexedPrefix(_ answer: (status: Int, json: JSONValue)) {
+            let keys = answer.json["rows"]?.arrayValue?.map { $0["key"]?[0]?.intValue ?? -1 } ?? []
+            #expect(answer.status == 200 && keys.count >= 10 && keys == Array(0..<keys.count), "\(answer.json.serializedString().prefix(300))")
+        }
+        expectIndexedPrefix(try request("GET", "/idx/_design/v/_view/big?update=false"))
         // A compaction fails without harm, however often it is tried, and leaves nothing growing.
         func compactionDone() throws -> Bool { try request("GET", "/idx").json["compact_running"] == false }
         /// Starts a compaction and waits for its end: until it shows as running (or a second
@@ -133,8 +138,7 @@ import Testing
         }
         // So does the view's.
         #expect(try request("POST", "/idx/_compact/v").status == 202)
-        let staleAgain = try request("GET", "/idx/_design/v/_view/big?update=false")
-        #expect(staleAgain.status == 200 && staleAgain.json["rows"]?.arrayValue?.count == 10, "\(staleAgain.json.serializedString())")
+        expectIndexedPrefix(try request("GET", "/idx/_design/v/_view/big?update=false"))
         for index in [0, 9, 10, 149] {
             #expect(try request("GET", "/idx/doc\(index)").json["n"]?.intValue == index)
         }
