@@ -41,8 +41,8 @@ final class Transfer: @unchecked Sendable {
     private(set) var cancelRequested = false
     /// Nanoseconds without a byte either way after which the transfer is abandoned.
     private let inactivityLimit: UInt64
-    /// When a byte last moved (loop thread only): libcurl's own low-speed check averages
-    /// over several seconds, so a stall after a burst was noticed seconds late.
+    /// When a byte last moved, or a pause ended (guarded by `lock`): libcurl's own low-speed
+    /// check averages over several seconds, so a stall after a burst was noticed seconds late.
     private var lastActivity: UInt64 = 0
 
     /// Set before submission: the whole response (buffered mode).
@@ -138,13 +138,16 @@ final class Transfer: @unchecked Sendable {
     // MARK: - Callbacks (transfer loop thread)
 
     /// A byte moved, or the transfer started (loop thread).
-    func noteActivity() { lastActivity = DispatchTime.now().uptimeNanoseconds }
+    func noteActivity() {
+        let now = DispatchTime.now().uptimeNanoseconds
+        lock.withLock { lastActivity = now }
+    }
 
     /// Whether nothing moved for the inactivity limit (loop thread). A transfer paused
-    /// because its reader lags is waiting for us, not for the peer.
+    /// because its reader lags is waiting for us, not for the peer; its time starts again
+    /// when the reader catches up.
     func isInactive(now: UInt64) -> Bool {
-        guard now > lastActivity, now - lastActivity > inactivityLimit else { return false }
-        return lock.withLock { !paused }
+        lock.withLock { !paused && now > lastActivity && now - lastActivity > inactivityLimit }
     }
 
     fileprivate func receiveHeader(_ bytes: UnsafeRawBufferPointer) {
@@ -318,6 +321,7 @@ final class Transfer: @unchecked Sendable {
     func shouldResume() -> Bool {
         guard paused, queuedBytes <= bufferLimit / 2 else { return false }
         paused = false
+        lastActivity = DispatchTime.now().uptimeNanoseconds
         return true
     }
 
