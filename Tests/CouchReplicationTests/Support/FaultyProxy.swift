@@ -30,8 +30,8 @@ final class FaultyProxy: @unchecked Sendable {
         var stall = 0.0
         /// Probability of relaying the answer in small pieces with pauses between them.
         var trickle = 0.0
-        /// Every continuous or long-poll `_changes` that meets none of the faults above fails
-        /// anyway, in turn: it goes silent part-way (its reader must notice that heartbeats
+        /// Every continuous or long-poll `_changes` that meets none of the faults above (the
+        /// trickle apart) fails anyway, in turn: it goes silent part-way (its reader must notice that heartbeats
         /// stopped) or is cut after a moment (up to 1.5 s) or a few kilobytes. A feed is one
         /// long request, which the faults above would seldom hit.
         var faultyFeeds = false
@@ -130,10 +130,9 @@ final class FaultyProxy: @unchecked Sendable {
             } else if falls(faults.stall, "stall") {
                 // Half of the stalls send nothing at all; the others go quiet part-way.
                 plan = .stall(afterBytes: state.below(2) == 0 ? nil : state.below(4096))
-            } else if falls(faults.trickle, "trickle") {
-                plan = .trickle
             } else if faults.faultyFeeds,
                       request.target.contains("feed=continuous") || request.target.contains("feed=longpoll") {
+                // (Before the trickle: a trickled feed that is never cut would stay healthy.)
                 if state.nextFeed() % 2 == 0 {
                     state.count("stallFeed")
                     plan = .stall(afterBytes: state.below(4096))
@@ -141,6 +140,8 @@ final class FaultyProxy: @unchecked Sendable {
                     state.count("cutFeed")
                     plan = .cut(bytes: 1 + state.below(16384), seconds: 0.1 + Double(state.below(1500)) / 1000)
                 }
+            } else if falls(faults.trickle, "trickle") {
+                plan = .trickle
             }
             return .relay { [plan] client in
                 Relay(request: request, upstreamPort: upstreamPort, client: client, state: state).run(plan)
