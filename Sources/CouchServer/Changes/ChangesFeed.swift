@@ -44,6 +44,7 @@ final class ChangesFeed: ResponseStream, @unchecked Sendable {
     }
 
     private var waits: Bool { options.feed != .normal }
+    var waitsForEvents: Bool { waits }
 
     func start(wake: @escaping @Sendable () -> Void) {
         guard waits else { return }
