@@ -27,4 +27,73 @@ public enum PercentEncoding {
         }
         return String(decoding: output, as: UTF8.self)
     }
+
+    /// A document ID in a path, as CouchDB's `encode_doc_id`: `_design/` and `_local/`
+    /// prefixes keep their slash, the rest is encoded (`/` included).
+    public static func documentPath(_ id: DocumentID) -> String {
+        for prefix in [DocumentID.designPrefix, DocumentID.localPrefix] where id.rawValue.hasPrefix(prefix) {
+            return prefix + encode(String(id.rawValue.dropFirst(prefix.count)))
+        }
+        return encode(id.rawValue)
+    }
+}
+
+/// Percent-decoding for paths (`+` stays `+`) and query strings (`+` is a space).
+public enum PercentDecoding {
+    public static func decode(_ text: Substring, plusIsSpace: Bool) -> String? {
+        guard text.utf8.contains(where: { $0 == UInt8(ascii: "%") || (plusIsSpace && $0 == UInt8(ascii: "+")) }) else {
+            return String(text)
+        }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(text.utf8.count)
+        var iterator = text.utf8.makeIterator()
+        while let byte = iterator.next() {
+            switch byte {
+            case UInt8(ascii: "%"):
+                guard let high = iterator.next().flatMap(hexValue), let low = iterator.next().flatMap(hexValue) else {
+                    return nil
+                }
+                bytes.append(high << 4 | low)
+            case UInt8(ascii: "+") where plusIsSpace:
+                bytes.append(UInt8(ascii: " "))
+            default:
+                bytes.append(byte)
+            }
+        }
+        return String(validating: bytes, as: UTF8.self)
+    }
+
+    /// `%XX` sequences decoded where they are valid, other bytes kept as written, and invalid
+    /// UTF-8 repaired: for text that must be read whatever it holds (credentials in a peer's URL,
+    /// names in a peer's answers).
+    public static func decodeLeniently(_ text: Substring, plusIsSpace: Bool = false) -> String {
+        guard text.utf8.contains(where: { $0 == UInt8(ascii: "%") || (plusIsSpace && $0 == UInt8(ascii: "+")) }) else {
+            return String(text)
+        }
+        let input = Array(text.utf8)
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(input.count)
+        var index = 0
+        while index < input.count {
+            let byte = input[index]
+            if byte == UInt8(ascii: "%"), index + 2 < input.count,
+               let high = hexValue(input[index + 1]), let low = hexValue(input[index + 2]) {
+                bytes.append(high << 4 | low)
+                index += 3
+                continue
+            }
+            bytes.append(byte == UInt8(ascii: "+") && plusIsSpace ? UInt8(ascii: " ") : byte)
+            index += 1
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    private static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
 }

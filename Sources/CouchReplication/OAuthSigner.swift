@@ -115,7 +115,7 @@ public struct OAuthSigner: Sendable {
     public static func formParameters(_ text: String) -> [(String, String)] {
         text.split(separator: "&", omittingEmptySubsequences: true).map { pair in
             let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            let decode = { (part: Substring) in RemotePeer.percentDecoded(Substring(part.replacingOccurrences(of: "+", with: " "))) }
+            let decode = { (part: Substring) in PercentDecoding.decodeLeniently(part, plusIsSpace: true) }
             return (decode(parts[0]), parts.count > 1 ? decode(parts[1]) : "")
         }
     }

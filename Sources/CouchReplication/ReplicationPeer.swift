@@ -104,10 +104,10 @@ public struct RemotePeer: Sendable, Equatable {
             let userInfo = authority[..<at]
             authority = authority[authority.index(after: at)...]
             let parts = userInfo.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
-            let user = RemotePeer.percentDecoded(parts[0])
+            let user = PercentDecoding.decodeLeniently(parts[0])
             urlUser = user
             if parts.count == 2 {
-                credentials = Credentials(user: user, password: RemotePeer.percentDecoded(parts[1]))
+                credentials = Credentials(user: user, password: PercentDecoding.decodeLeniently(parts[1]))
             }
         }
         if authority.hasPrefix("["), let close = authority.firstIndex(of: "]") {
@@ -205,21 +205,6 @@ public struct RemotePeer: Sendable, Equatable {
         let text = String(decoding: bytes, as: UTF8.self)
         guard let colon = text.firstIndex(of: ":") else { return nil }
         return Credentials(user: String(text[..<colon]), password: String(text[text.index(after: colon)...]))
-    }
-
-    static func percentDecoded(_ text: Substring) -> String {
-        guard text.contains("%") else { return String(text) }
-        var bytes: [UInt8] = []
-        var iterator = Array(text.utf8).makeIterator()
-        while let byte = iterator.next() {
-            if byte == UInt8(ascii: "%"), let high = iterator.next(), let low = iterator.next(),
-               let value = UInt8(String(decoding: [high, low], as: UTF8.self), radix: 16) {
-                bytes.append(value)
-            } else {
-                bytes.append(byte)
-            }
-        }
-        return String(decoding: bytes, as: UTF8.self)
     }
 
     static func percentEncoded(_ text: String) -> String {

@@ -18,18 +18,14 @@ enum URLEncoding {
         parameters.map { "\($0.0)=\(queryValue($0.1))" }.joined(separator: "&")
     }
 
-    /// A document ID in a path, as CouchDB's `encode_doc_id`: `_design/` and `_local/`
-    /// prefixes keep their slash, the rest is encoded (`/` included).
+    /// A document ID in a path, as CouchDB's `encode_doc_id`.
     static func documentPath(_ id: DocumentID) -> String {
-        for prefix in [DocumentID.designPrefix, DocumentID.localPrefix] where id.rawValue.hasPrefix(prefix) {
-            return prefix + component(String(id.rawValue.dropFirst(prefix.count)))
-        }
-        return component(id.rawValue)
+        PercentEncoding.documentPath(id)
     }
 
     /// `%XX` sequences decoded (invalid ones kept as they are).
     static func percentDecoded(_ text: String) -> String {
-        RemotePeer.percentDecoded(Substring(text))
+        PercentDecoding.decodeLeniently(Substring(text))
     }
 
     /// `application/x-www-form-urlencoded`

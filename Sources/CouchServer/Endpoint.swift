@@ -125,9 +125,9 @@ public enum Endpoint: Sendable, Equatable {
     }
 
     public init(path: String) throws(CouchError) {
-        var segments = path.split(separator: "/", omittingEmptySubsequences: false)
-        if segments.first == "" { segments.removeFirst() }
-        if segments.last == "" { segments.removeLast() }
+        // Empty segments are dropped, as CouchDB's `string:tokens(Path, "/")` drops them:
+        // `/db//doc/` names `/db/doc`.
+        let segments = path.split(separator: "/")
         guard let first = segments.first else {
             self = .server(.root)
             return
@@ -231,30 +231,6 @@ public enum Endpoint: Sendable, Equatable {
         return .attachment(database, id, rest.joined(separator: "/"))
     }
 
-    /// The route this endpoint belongs to, without its parameters.
-    var route: RouteKey {
-        switch self {
-        case .server(let resource): .server(resource)
-        case .database: .database
-        case .databaseResource(_, let resource): .databaseResource(resource)
-        case .document(_, let id): id.isLocal ? .localDocument : .document
-        case .attachment: .attachment
-        case .designResource(_, _, let resource): DesignFunctionRoute(rawValue: resource).map { .designFunction($0) } ?? .designResource
-        case .index: .index
-        case .partition: .partition
-        case .scheduler(let resource):
-            switch resource {
-            case .jobs: .scheduler(.jobs)
-            case .job: .scheduler(.job)
-            case .documents: .scheduler(.documents)
-            case .document: .scheduler(.document)
-            case .pending: .scheduler(.pending)
-            }
-        case .node(_, let resource): .node(resource.route)
-        case .utils: .utils
-        }
-    }
-
     public var databaseName: DatabaseName? {
         switch self {
         case .server, .scheduler, .node, .utils: nil
@@ -263,26 +239,4 @@ public enum Endpoint: Sendable, Equatable {
              .partition(let name, _, _): name
         }
     }
-}
-
-/// An endpoint's kind, the key of the route table.
-enum RouteKey: Hashable, Sendable {
-    case server(Endpoint.ServerResource)
-    case database
-    case databaseResource(Endpoint.DatabaseResource)
-    case document
-    case localDocument
-    case attachment
-    case designResource
-    /// `_show`, `_list`, `_update`, `_rewrite` (see `DesignFunctionRequest`).
-    case designFunction(DesignFunctionRoute)
-    case index
-    case partition
-    case scheduler(SchedulerRoute)
-    case utils
-
-    enum SchedulerRoute: Hashable, Sendable {
-        case jobs, job, documents, document, pending
-    }
-    case node(Endpoint.NodeRoute)
 }

@@ -190,7 +190,7 @@ import Testing
             for field in header.dropFirst(6).components(separatedBy: ", ") {
                 let parts = field.split(separator: "=", maxSplits: 1)
                 let name = String(parts[0])
-                let value = RemotePeer.percentDecoded(parts[1].dropFirst().dropLast())
+                let value = PercentDecoding.decodeLeniently(parts[1].dropFirst().dropLast())
                 if name == "oauth_signature" { signature = value } else { parameters.append((name, value)) }
             }
             let url = "http://" + (request.header("host") ?? "") + request.target

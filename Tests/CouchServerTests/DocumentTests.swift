@@ -134,6 +134,9 @@ import Testing
         _ = try server.put("db", "_design/app", #"{"views":{}}"#)
         #expect(try server.json("GET", "/db/_design/app").json["_id"] == "_design/app")
         #expect(try server.json("GET", "/db/_design%2Fapp").json["_id"] == "_design/app")
+        // Empty path segments are dropped, as CouchDB drops them.
+        #expect(try server.json("GET", "/db//a%2Fb/").json["_id"] == "a/b")
+        #expect(try server.json("GET", "//db/_design//app//").json["_id"] == "_design/app")
         #expect(try server.json("GET", "/db/_design_docs").json["rows"]?.arrayValue?.count == 1)
     }
 

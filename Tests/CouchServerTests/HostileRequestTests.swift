@@ -93,7 +93,7 @@ import Testing
             """#)
         #expect(accepted.status == 200)
         #expect(accepted.json["ok"] == true)
-        #expect((server.process.status("VmHWM") ?? 0) < 500_000)
+        if Sanitizer.memoryFiguresAreMeaningful { #expect((server.process.status("VmHWM") ?? 0) < 500_000) }
         server.expectUp()
     }
 
