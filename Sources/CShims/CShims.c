@@ -1,6 +1,8 @@
 #include "CShims.h"
 #include <string.h>
 #include <netinet/in.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 /* libmicrohttpd unescapes the path in place by default; CouchDB's URL grammar
    needs the raw path (`%2F` in a document id is not a `/`), so routes decode
@@ -45,6 +47,13 @@ uint32_t couchette_mhd_connection_ipv4(struct MHD_Connection *connection) {
 uint16_t couchette_mhd_bound_port(struct MHD_Daemon *daemon) {
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_BIND_PORT);
     return info ? info->port : 0;
+}
+
+void couchette_release_pages(void *start, size_t length) {
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t first = ((uintptr_t)start + page - 1) & ~(page - 1);
+    uintptr_t end = ((uintptr_t)start + length) & ~(page - 1);
+    if (end > first) madvise((void *)first, end - first, MADV_DONTNEED);
 }
 
 CURLcode couchette_curl_set_long(CURL *h, CURLoption o, long v) { return curl_easy_setopt(h, o, v); }

@@ -21,36 +21,64 @@ public struct RevisionID: Hashable, Comparable, Sendable, CustomStringConvertibl
     /// as Erlang's `list_to_integer` accepts them, so "01-a" is "1-a") and must fit in `Int`.
     /// The digest is everything after the first `-`: it must be non-empty and contain no whitespace.
     public init?(_ text: String) {
-        let utf8 = text.utf8
-        guard let dash = utf8.firstIndex(of: UInt8(ascii: "-")), dash != utf8.startIndex else { return nil }
+        // Read from the string's contiguous UTF-8 in one pass: this runs for every row
+        // a listing or a feed writes.
+        var text = text
+        guard let (generation, digest) = text.withUTF8({ Self.parse($0) }) else { return nil }
+        self.init(generation: generation, digest: digest)
+    }
+
+    private static func parse(_ bytes: UnsafeBufferPointer<UInt8>) -> (Int, String)? {
+        guard let dash = bytes.firstIndex(of: UInt8(ascii: "-")), dash > 0 else { return nil }
         var value = 0
-        for byte in utf8[utf8.startIndex..<dash] {
+        for byte in bytes[..<dash] {
             guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
             let (shifted, overflow1) = value.multipliedReportingOverflow(by: 10)
             let (sum, overflow2) = shifted.addingReportingOverflow(Int(byte &- UInt8(ascii: "0")))
             if overflow1 || overflow2 { return nil }
             value = sum
         }
-        let digestBytes = utf8[utf8.index(after: dash)...]
+        let digestBytes = UnsafeBufferPointer(rebasing: bytes[(dash + 1)...])
         // An empty digest ("1-") is accepted, as CouchDB's `parse_rev` accepts it.
         // ASCII digests (the usual hex) are checked byte by byte; only others need
         // Unicode's whitespace table, which is slow on the read path.
-        var isASCII = true
+        var isASCII = true, isHex = true, hasUpperHex = false
         for byte in digestBytes {
             if byte >= 0x80 {
                 isASCII = false
+                isHex = false
             } else if byte == 0x20 || (0x09...0x0d).contains(byte) {
                 return nil
+            } else if hexValue(byte) == 0xff {
+                isHex = false
+            } else if byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "F") {
+                hasUpperHex = true
             }
         }
-        var digest = String(text[utf8.index(after: dash)...])
+        var digest = String(decoding: digestBytes, as: UTF8.self)
         if !isASCII, digest.unicodeScalars.contains(where: { $0.properties.isWhitespace }) { return nil }
         // CouchDB holds a 32-hex-digit digest as the 16 bytes it encodes and writes it back in
         // lower case, so "1-ABC…" and "1-abc…" are the same revision.
-        if Self.isHex32(digestBytes), digestBytes.contains(where: { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "F") }) {
-            digest = digest.lowercased()
+        if isHex, hasUpperHex, digestBytes.count == 32 { digest = digest.lowercased() }
+        return (value, digest)
+    }
+
+    /// Appends the identifier as a JSON string (`"N-digest"`) without building `description`.
+    public func appendJSON(to output: inout [UInt8]) {
+        var digest = digest
+        let plain = digest.withUTF8 { bytes in
+            // Characters JSON needs escaped (and non-ASCII, which the writer's escaping decides on)
+            // take the general path.
+            guard !bytes.contains(where: { $0 < 0x20 || $0 >= 0x80 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") })
+            else { return false }
+            output.append(UInt8(ascii: "\""))
+            output.append(contentsOf: String(generation).utf8)
+            output.append(UInt8(ascii: "-"))
+            output.append(contentsOf: bytes)
+            output.append(UInt8(ascii: "\""))
+            return true
         }
-        self.init(generation: value, digest: digest)
+        if !plain { JSONWriter.appendString(description, to: &output) }
     }
 
     /// The digest with a 32-hex-digit one in lower case, as parsing leaves it.

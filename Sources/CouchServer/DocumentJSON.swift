@@ -77,7 +77,7 @@ enum DocumentJSON {
         output.append(contentsOf: #"{"_id":"#.utf8)
         JSONWriter.appendString(revision.id.rawValue, to: &output)
         output.append(contentsOf: #","_rev":"#.utf8)
-        JSONWriter.appendString(revision.revision.description, to: &output)
+        revision.revision.appendJSON(to: &output)
         appendMembers(of: revision.body, to: &output)
         if revision.isDeleted { output.append(contentsOf: #","_deleted":true"#.utf8) }
         if let record {
@@ -188,7 +188,7 @@ enum DocumentJSON {
         output.append(contentsOf: ":[".utf8)
         for (index, revision) in revisions.enumerated() {
             if index > 0 { output.append(UInt8(ascii: ",")) }
-            JSONWriter.appendString(revision.description, to: &output)
+            revision.appendJSON(to: &output)
         }
         output.append(UInt8(ascii: "]"))
     }

@@ -73,6 +73,14 @@ public protocol ResponseStream: AnyObject, Sendable {
     func read(into buffer: UnsafeMutableRawBufferPointer) -> StreamChunk
     /// The connection closed (client gone or server stopping); release resources.
     func close()
+    /// Whether the stream spends most of its life waiting for events (a continuous or
+    /// longpoll feed) rather than producing a long body: its connection then keeps a small
+    /// send block, since thousands of them may be open at once.
+    var waitsForEvents: Bool { get }
+}
+
+extension ResponseStream {
+    var waitsForEvents: Bool { false }
 }
 
 /// A response whose status is not known yet (`POST /_replicate` waits for its replication):

@@ -323,7 +323,11 @@ public final class Listener: @unchecked Sendable {
             state.stream = connection
             register(connection)
             let box = Unmanaged.passRetained(connection).toOpaque()
-            mhdResponse = MHD_create_response_from_callback(UInt64.max, 32 * 1024, streamReader, box, streamReleased)
+            // The block is where libmicrohttpd has the stream write when it cannot chunk (an HTTP/1.0
+            // client), and it is allocated and zeroed with every response: a feed's rows are small
+            // and thousands of feeds may wait at once, so theirs is small.
+            let block = stream.waitsForEvents ? 1024 : 32 * 1024
+            mhdResponse = MHD_create_response_from_callback(UInt64.max, block, streamReader, box, streamReleased)
             connection.begin()
         }
         guard let mhdResponse else { return .NO }

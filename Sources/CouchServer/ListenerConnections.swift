@@ -127,6 +127,12 @@ final class StreamConnection: @unchecked Sendable {
             lock.lock()
             defer { lock.unlock() }
             if wakePending || finished { return 0 }
+            // The buffer is the connection's send space in libmicrohttpd's pool, mostly touched
+            // (zeroed) while the request was read; nothing in it is needed until the next write,
+            // so a waiting feed gives its pages back (~30 KB each, most of a feed's memory).
+            if buffer.count >= 16 * 1024, let start = buffer.baseAddress {
+                couchette_release_pages(start, buffer.count)
+            }
             suspended = true
             MHD_suspend_connection(connection)
             listener?.hangups?.watch(descriptor) { [weak self] in self?.finish() }

@@ -54,6 +54,7 @@ final class JSONPStream: ResponseStream, @unchecked Sendable {
 
     func start(wake: @escaping @Sendable () -> Void) { inner.start(wake: wake) }
     func close() { inner.close() }
+    var waitsForEvents: Bool { inner.waitsForEvents }
 
     func read(into buffer: UnsafeMutableRawBufferPointer) -> StreamChunk {
         if pending.isEmpty {

@@ -70,6 +70,24 @@ private let twoChild = makeTree(path("3-1aa", "2-1a", "1-1"))
         #expect(RevisionID("3-é")?.digest == "é")
     }
 
+    @Test func upperCaseHexDigestsAreLowered() {
+        #expect(RevisionID("1-ABCDEF0123456789ABCDEF0123456789")?.digest == "abcdef0123456789abcdef0123456789")
+        #expect(RevisionID("1-ABC")?.digest == "ABC")                   // not 32 hex digits: as sent
+        #expect(RevisionID("1-ABCDEF0123456789ABCDEF012345678G")?.digest == "ABCDEF0123456789ABCDEF012345678G")
+    }
+
+    @Test func writesTheSameJSONStringAsItsDescription() {
+        for text in ["12-abcdef0123456789abcdef0123456789", "0-1", "1-", "3-é", #"2-a"b"#, #"2-a\b"#, "1-a\u{7f}"] {
+            let revision = RevisionID(generation: Int(text.prefix { $0 != "-" })!,
+                                      digest: String(text.drop { $0 != "-" }.dropFirst()))
+            var written: [UInt8] = []
+            revision.appendJSON(to: &written)
+            var expected: [UInt8] = []
+            JSONWriter.appendString(revision.description, to: &expected)
+            #expect(written == expected, "\(text.debugDescription)")
+        }
+    }
+
     @Test func rejectsInvalidRevisions() {
         for text in ["", "-", "1", "-abc", "+1-abc", "-1-abc", " 1-abc", "1 -abc", "a-abc", "1.0-abc",
                      "1-ab c", "1-abc\n", "1-\tabc", "9223372036854775808-abc", "99999999999999999999-abc"] {

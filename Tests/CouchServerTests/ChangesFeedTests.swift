@@ -144,6 +144,36 @@ import Testing
         #expect(rest.contains("last_seq"))
     }
 
+    /// A waiting feed gives its idle send buffer back to the system and keeps only a small
+    /// block for clients that cannot take chunks (HTTP/1.0): rows far larger than either
+    /// still arrive whole, after each wait.
+    @Test func rowsLargerThanAFeedsBuffersArriveWholeAfterWaiting() throws {
+        defer { server.stop() }
+        let text = String(repeating: "0123456789abcdef", count: 8 * 1024)
+        let connection = try HTTPTestConnection(port: server.port)
+        defer { connection.close() }
+        #expect(try connection.startStreaming("GET", "/db/_changes?feed=continuous&include_docs=true&since=0").status == 200)
+        for index in 0..<2 {
+            Thread.sleep(forTimeInterval: 0.1)
+            _ = try server.put("db", "big\(index)", #"{"text":"\#(text)","n":\#(index)}"#)
+            let row = try JSONValue.parse(try #require(try connection.readLine(timeout: 10)))
+            #expect(row["id"]?.stringValue == "big\(index)")
+            #expect(row["doc"]?["text"]?.stringValue == text)
+            #expect(row["doc"]?["n"]?.intValue == index)
+        }
+
+        let old = try HTTPTestConnection(port: server.port)
+        defer { old.close() }
+        try old.writeRaw(Array("GET /db/_changes?feed=longpoll&include_docs=true&since=2 HTTP/1.0\r\n\r\n".utf8))
+        Thread.sleep(forTimeInterval: 0.1)
+        _ = try server.put("db", "big2", #"{"text":"\#(text)","n":2}"#)
+        let response = try old.readResponse()
+        #expect(response.status == 200)
+        let results = try #require(try JSONValue.parse(response.body)["results"]?.arrayValue)
+        #expect(results.map { $0["id"]?.stringValue } == ["big2"])
+        #expect(results.first?["doc"]?["text"]?.stringValue == text)
+    }
+
     @Test func clientsThatLeaveReleaseTheirFeeds() throws {
         defer { server.stop() }
         for _ in 0..<20 {

@@ -33,6 +33,11 @@ uint32_t couchette_mhd_connection_ipv4(struct MHD_Connection *connection);
 /// The port the daemon actually listens on (useful after binding port 0).
 uint16_t couchette_mhd_bound_port(struct MHD_Daemon *daemon);
 
+/// Hands the whole pages inside [start, start + length) back to the kernel
+/// (madvise MADV_DONTNEED): they read as zeros afterwards and take no memory until
+/// written again. Only for writable private memory whose contents are not needed.
+void couchette_release_pages(void *start, size_t length);
+
 /// Typed wrappers for curl_easy_setopt.
 CURLcode couchette_curl_set_long(CURL *handle, CURLoption option, long value);
 CURLcode couchette_curl_set_string(CURL *handle, CURLoption option, const char *value);

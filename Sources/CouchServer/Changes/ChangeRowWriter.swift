@@ -19,7 +19,7 @@ struct ChangeRowWriter: Sendable {
         for (index, revision) in revisions.enumerated() {
             if index > 0 { output.append(UInt8(ascii: ",")) }
             output.append(contentsOf: #"{"rev":"#.utf8)
-            JSONWriter.appendString(revision.description, to: &output)
+            revision.appendJSON(to: &output)
             output.append(UInt8(ascii: "}"))
         }
         output.append(UInt8(ascii: "]"))

@@ -44,6 +44,7 @@ final class ChangesFeed: ResponseStream, @unchecked Sendable {
     }
 
     private var waits: Bool { options.feed != .normal }
+    var waitsForEvents: Bool { waits }
 
     func start(wake: @escaping @Sendable () -> Void) {
         guard waits else { return }
@@ -240,28 +241,33 @@ final class ChangesFeed: ResponseStream, @unchecked Sendable {
     }
 
     private func appendRow(_ row: ChangeRow) {
-        var rendered: [UInt8] = []
-        do {
-            try rows.append(row, to: &rendered)
-        } catch {
-            // An attachment body that cannot be read: the row still goes out, with stubs.
-            logger.error("cannot render attachments of \(row.id): \(error)")
-            rendered.removeAll()
-            try? ChangeRowWriter(allLeaves: options.allLeaves, includeDocs: options.includeDocs,
-                                 conflicts: options.conflicts, attachments: AttachmentRenderOptions())
-                .append(row, to: &rendered)
-        }
         switch options.feed {
         case .normal, .longpoll:
             if !preludeSent { beginResults() }
             if emitted > 0 { output.bytes.append(contentsOf: ",\n".utf8) }
-            output.bytes.append(contentsOf: rendered)
         case .continuous:
-            output.bytes.append(contentsOf: rendered)
-            output.bytes.append(UInt8(ascii: "\n"))
+            break
         case .eventsource:
             output.bytes.append(contentsOf: "data: ".utf8)
-            output.bytes.append(contentsOf: rendered)
+        }
+        // Written straight into the output: no buffer per row.
+        let start = output.bytes.count
+        do {
+            try rows.append(row, to: &output.bytes)
+        } catch {
+            // An attachment body that cannot be read: the row still goes out, with stubs.
+            logger.error("cannot render attachments of \(row.id): \(error)")
+            output.bytes.removeSubrange(start...)
+            try? ChangeRowWriter(allLeaves: options.allLeaves, includeDocs: options.includeDocs,
+                                 conflicts: options.conflicts, attachments: AttachmentRenderOptions())
+                .append(row, to: &output.bytes)
+        }
+        switch options.feed {
+        case .normal, .longpoll:
+            break
+        case .continuous:
+            output.bytes.append(UInt8(ascii: "\n"))
+        case .eventsource:
             output.bytes.append(contentsOf: "\nid: \(UpdateSequence(row.sequence))\n\n".utf8)
         }
         emitted += 1

@@ -114,6 +114,8 @@ final class DatabaseUpdatesFeed: ResponseStream, @unchecked Sendable {
         cancelled?.cancel()
     }
 
+    var waitsForEvents: Bool { options.feed != .normal }
+
     func read(into buffer: UnsafeMutableRawBufferPointer) -> StreamChunk {
         if output.isDrained {
             output.reset()

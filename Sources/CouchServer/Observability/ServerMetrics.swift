@@ -145,6 +145,8 @@ final class CountedStream: ResponseStream, @unchecked Sendable {
 
     func read(into buffer: UnsafeMutableRawBufferPointer) -> StreamChunk { inner.read(into: buffer) }
 
+    var waitsForEvents: Bool { inner.waitsForEvents }
+
     func close() {
         inner.close()
         let wasOpen = lock.withLock { () -> Bool in

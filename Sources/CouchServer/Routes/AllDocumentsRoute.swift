@@ -177,22 +177,23 @@ enum AllDocumentsRoute {
     }
 
     struct RowOutput {
-        let key: JSONValue
+        /// The row's key: nil for a listing, whose key is the document's ID.
+        let key: JSONValue?
         let row: AllDocumentsRow?
 
         func write(to output: inout [UInt8], includeDocs: Bool, render: DocumentRenderOptions) throws {
             guard let row else {
                 output.append(contentsOf: #"{"key":"#.utf8)
-                key.write(to: &output)
+                (key ?? .null).write(to: &output)
                 output.append(contentsOf: #","error":"not_found"}"#.utf8)
                 return
             }
             output.append(contentsOf: #"{"id":"#.utf8)
             JSONWriter.appendString(row.id.rawValue, to: &output)
             output.append(contentsOf: #","key":"#.utf8)
-            key.write(to: &output)
+            if let key { key.write(to: &output) } else { JSONWriter.appendString(row.id.rawValue, to: &output) }
             output.append(contentsOf: #","value":{"rev":"#.utf8)
-            JSONWriter.appendString(row.winner.description, to: &output)
+            row.winner.appendJSON(to: &output)
             if row.isDeleted { output.append(contentsOf: #","deleted":true"#.utf8) }
             output.append(UInt8(ascii: "}"))
             if includeDocs {

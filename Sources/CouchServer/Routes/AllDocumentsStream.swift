@@ -45,7 +45,7 @@ final class AllDocumentsStream: PagedListingStream, @unchecked Sendable {
         let rows = remaining > 0 ? try database.allDocuments(page) : []
         for row in rows {
             output.bytes.append(contentsOf: written == 0 ? "\n".utf8 : ",\n".utf8)
-            try AllDocumentsRoute.RowOutput(key: JSONValue(row.id.rawValue), row: row)
+            try AllDocumentsRoute.RowOutput(key: nil, row: row)
                 .write(to: &output.bytes, includeDocs: includeDocs, render: render)
             written += 1
         }
