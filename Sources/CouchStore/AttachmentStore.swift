@@ -83,6 +83,15 @@ public final class AttachmentStore: @unchecked Sendable {
         return removed
     }
 
+    /// Whether another process has this database open: every open store holds a shared lock
+    /// on its `pending` directory, so an exclusive one is refused while another holds it.
+    /// (Maintenance commands must not delete bodies a running server's writes are storing.)
+    public var isOpenInAnotherProcess: Bool {
+        let alone = flock(pendingDescriptor, LOCK_EX | LOCK_NB) == 0
+        _ = flock(pendingDescriptor, LOCK_SH)
+        return !alone
+    }
+
     public func path(for key: String) -> String { directory + "/" + key }
 
     /// A blob being written piece by piece (an upload streamed from the network).

@@ -38,6 +38,11 @@ struct Compact: ParsableCommand {
         }
         for name in selected {
             let database = try databases.database(name)
+            // Compaction removes bodies no revision refers to, which a server's write in
+            // flight may have just stored: never beside a server.
+            guard !database.attachments.isOpenInAnotherProcess else {
+                throw ValidationError("\(name) is open in a running server: compact it there with POST /\(name)/_compact")
+            }
             let before = try database.info().fileSize
             _ = try database.compact()
             let after = try database.info().fileSize

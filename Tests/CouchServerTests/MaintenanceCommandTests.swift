@@ -33,6 +33,11 @@ import Testing
                                            body: Array(body.utf8))
             rev = try JSONValue.parse(response.body)["rev"]?.stringValue ?? ""
         }
+        // Beside a running server, it refuses (and leaves the database as it was).
+        let refused = try run(["compact", "--data-dir", server.directory, "db"])
+        #expect(refused.status != 0)
+        #expect(refused.output.contains("open in a running server"), "\(refused.output)")
+        #expect(try JSONValue.parse(try httpRequest(port: port, "GET", "/db/doc").body)["n"] == 19)
         _ = server.stop(keepData: true)
         let compacted = try run(["compact", "--data-dir", server.directory, "db"])
         #expect(compacted.status == 0, "\(compacted.output)")
