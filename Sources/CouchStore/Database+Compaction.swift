@@ -1,4 +1,5 @@
 import CouchCore
+import Foundation
 
 extension Database {
     /// Drops the bodies of revisions that are no longer leaves (CouchDB serves `?rev=`
@@ -8,6 +9,24 @@ extension Database {
     public func compact() throws -> Bool {
         guard setCompacting(true) else { return false }
         defer { _ = setCompacting(false) }
+        try compactClaimed()
+        return true
+    }
+
+    /// Compacts on a thread of its own, as CouchDB's `_compact` does: `compact_running` is
+    /// true from the moment this returns until the compaction ends. False (and nothing
+    /// started) if one is already running; `failed` hears a compaction's error.
+    @discardableResult
+    public func startCompaction(failed: @escaping @Sendable (Error) -> Void) -> Bool {
+        guard setCompacting(true) else { return false }
+        Thread.detachNewThread {
+            defer { _ = self.setCompacting(false) }
+            do { try self.compactClaimed() } catch { failed(error) }
+        }
+        return true
+    }
+
+    private func compactClaimed() throws {
         var lastKey = 0
         while true {
             let (processed, next) = try writer.perform { transaction in
@@ -24,7 +43,6 @@ extension Database {
             _ = attachments.removeUnreferenced(keeping: try referencedBlobs(connection))
             try? recordPageSlack(connection)
         }
-        return true
     }
 
     /// The free bytes inside the pages in use, measured once the file is dense (SQLite's
