@@ -81,9 +81,9 @@ final class BoundedQueue<Element: Sendable>: @unchecked Sendable {
             return .end
         }
         guard head < items.count else {
-            let seen = version
+            let taken: Taken<Token> = finished ? .end : .empty(version: version)
             lock.unlock()
-            return finished ? .end : .empty(version: seen)
+            return taken
         }
         let end = min(items.count, head + max(1, maximum))
         let batch = Array(items[head..<end])

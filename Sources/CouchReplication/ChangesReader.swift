@@ -48,6 +48,9 @@ struct ChangesReader: Sendable {
                         guard await queue.put(.lastSequence(sequence)) else { return }
                         since = sequence
                     case .caughtUp:
+                        // The feed works: a cut later (a proxy closing a quiet connection)
+                        // is a new failure, not one more of a series.
+                        backoff.reset()
                         caughtUp()
                     }
                 }

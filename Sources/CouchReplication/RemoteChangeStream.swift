@@ -7,8 +7,9 @@ import Foundation
 ///
 /// - `feed=normal` (one-shot) or `feed=continuous`, `style=all_docs` (or `main_only` for
 ///   `winning_revs_only`), `since=<JSON sequence>`, then `timeout=10000` for a normal feed
-///   and `heartbeat=10000` for a continuous one (CouchDB sends `timeout` for both; a
-///   heartbeat keeps proxies from closing a quiet feed and lets a dead peer be noticed);
+///   and `heartbeat=` a third of `connection_timeout` (10000 at most) for a continuous one
+///   (CouchDB sends `timeout` for both; a heartbeat keeps proxies from closing a quiet feed
+///   and lets a dead peer be noticed: a feed silent for `connection_timeout` is abandoned);
 /// - `doc_ids` and `selector` as `POST ?filter=_doc_ids|_selector` with the list or the
 ///   selector in the body (falling back to an unfiltered GET filtered here when the peer
 ///   answers 405, as CouchDB does);
@@ -96,8 +97,9 @@ final class RemoteChangeStream: ChangeStream, @unchecked Sendable {
             headers += authentication
             let response: StreamingResponse
             do {
-                response = try await endpoint.client.stream(HTTPClient.Request(
-                    method: method, url: url, headers: headers, body: body, tls: endpoint.peer.tls))
+                var request = HTTPClient.Request(method: method, url: url, headers: headers, body: body, tls: endpoint.peer.tls)
+                request.inactivityTimeoutSeconds = endpoint.inactivityTimeoutSeconds
+                response = try await endpoint.client.stream(request)
             } catch {
                 switch error {
                 case .cancelled: throw ReplicationError(.stopped, "stopped")

@@ -12,6 +12,9 @@ public final class RemoteEndpoint: DatabaseEndpoint, @unchecked Sendable {
     public let peer: RemotePeer
     let client: HTTPClient
     let retries: Int
+    /// A request that receives nothing for this long is abandoned (and retried): the job's
+    /// `connection_timeout`; nil for the HTTP client's own limit.
+    let inactivityTimeoutSeconds: Int?
     let logger: Logger
     let authenticator: PeerAuthenticator
     private let lock = NSLock()
@@ -34,11 +37,12 @@ public final class RemoteEndpoint: DatabaseEndpoint, @unchecked Sendable {
         observer?(failure)
     }
 
-    public init(peer: RemotePeer, client: HTTPClient, retries: Int = 5,
+    public init(peer: RemotePeer, client: HTTPClient, retries: Int = 5, inactivityTimeoutSeconds: Int? = nil,
                 logger: Logger = Logger(label: "couchette.replication")) {
         self.peer = peer
         self.client = client
         self.retries = retries
+        self.inactivityTimeoutSeconds = inactivityTimeoutSeconds
         self.logger = logger
         authenticator = PeerAuthenticator(peer: peer, client: client, logger: logger)
     }
@@ -108,6 +112,7 @@ public final class RemoteEndpoint: DatabaseEndpoint, @unchecked Sendable {
             let failure: ReplicationError
             do {
                 var request = HTTPClient.Request(method: method, url: url, headers: headers, body: body, upload: upload, tls: peer.tls)
+                request.inactivityTimeoutSeconds = inactivityTimeoutSeconds
                 // Who asks for an encoding wants the bytes as encoded (an attachment's digest is of those).
                 request.keepsContentEncoding = extraHeaders.contains { $0.name.lowercased() == "accept-encoding" }
                 let (response, answer) = try await attempt(request)

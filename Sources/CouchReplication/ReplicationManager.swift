@@ -184,7 +184,10 @@ public final class ReplicationManager: @unchecked Sendable {
             }
             return LocalEndpoint(name: name, databases: databases, functions: functions)
         case .remote(let remote):
-            return RemoteEndpoint(peer: remote, client: client, retries: settings.retriesPerRequest, logger: logger)
+            // CouchDB's `connection_timeout` is its HTTP client's inactivity timeout.
+            let inactivity = (settings.connectionTimeoutMilliseconds + 999) / 1000
+            return RemoteEndpoint(peer: remote, client: client, retries: settings.retriesPerRequest,
+                                  inactivityTimeoutSeconds: inactivity, logger: logger)
         }
     }
 }

@@ -153,6 +153,7 @@ final class ReplicationSession: @unchecked Sendable {
             source: source,
             template: ChangesRequest(since: start, continuous: settings.continuous,
                                      allLeaves: !settings.winningRevisionsOnly, filter: settings.filter,
+                                     heartbeatMilliseconds: min(10_000, max(200, settings.connectionTimeoutMilliseconds / 3)),
                                      timeoutMilliseconds: max(1000, settings.connectionTimeoutMilliseconds / 3)),
             retries: settings.retriesPerRequest, logger: logger)
         let finder = MissingRevisionFinder(target: target)

@@ -70,7 +70,7 @@ public final class ReplicatorDatabase: @unchecked Sendable {
         databases.observeCreations { [weak self] database in
             if database.name.isReplicator { self?.watch(database) }
         }
-        for name in databases.allNames() where name.isReplicator {
+        for name in (try? databases.allNames()) ?? [Self.defaultName] where name.isReplicator {
             if let database = try? databases.database(name) { watch(database) }
         }
     }

@@ -156,7 +156,14 @@ final class Acceptor: @unchecked Sendable {
 
     /// Out of descriptors: free the reserve to answer one client 503, else stop accepting briefly.
     private func shedWithoutDescriptors() {
-        guard reserve >= 0 else { return }
+        // The reserve could not be taken back last time: perhaps it can now.
+        if reserve < 0 { reserve = open("/dev/null", O_RDONLY | O_CLOEXEC) }
+        guard reserve >= 0 else {
+            // Not a descriptor to answer with (the limit may be 0): wait rather than spin on
+            // a listening socket that stays readable.
+            usleep(50_000)
+            return
+        }
         close(reserve)
         reserve = -1
         var address = sockaddr_in()

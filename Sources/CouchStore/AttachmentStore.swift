@@ -5,25 +5,82 @@ import Foundation
 /// stored bytes) in a directory beside the database file, shared by every revision that
 /// keeps the same attachment. A blob is written to a staging file, synced, and renamed
 /// into place before the revision that references it commits.
+///
+/// A blob a write puts in place is marked first (an empty file of its name in `pending/`,
+/// synced before the rename) and unmarked once its write committed, or failed and cleaned
+/// up. Marks left by a crash name the only blobs that may belong to no revision: `sweep`
+/// checks those when the database is opened, so orphans do not pile up across crashes
+/// without a compaction, at the cost of a directory listing for a clean start.
 public final class AttachmentStore: @unchecked Sendable {
     public let directory: String
     let stagingDirectory: String
+    let pendingDirectory: String
+    /// `pendingDirectory`, open for as long as the store is, with a shared lock: a sweep (an
+    /// exclusive lock) only runs when no other process has the database open.
+    private var pendingDescriptor: Int32
     private let lock = NSLock()
     /// Blobs staged for writes that have not committed yet; compaction must keep them.
     private var inFlight: [String: Int] = [:]
+    /// Blobs a failed write's cleanup is deciding about, and whether a write staged one
+    /// meanwhile (that write may have committed a reference: the blob must stay).
+    private var watched: [String: (watchers: Int, restaged: Bool)] = [:]
 
     init(directory: String) throws(CouchError) {
         self.directory = directory
         stagingDirectory = directory + "/staging"
+        pendingDirectory = directory + "/pending"
         do {
             try FileManager.default.createDirectory(atPath: stagingDirectory, withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(atPath: pendingDirectory, withIntermediateDirectories: true)
         } catch {
             throw CouchError.internalError("cannot create attachment directory")
+        }
+        pendingDescriptor = open(pendingDirectory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard pendingDescriptor >= 0 else {
+            throw CouchError.writeFailed(errno: errno, "cannot open attachment directory")
         }
         // Staging files left by a crash belong to writes that never committed.
         for file in (try? FileManager.default.contentsOfDirectory(atPath: stagingDirectory)) ?? [] {
             unlink(stagingDirectory + "/" + file)
         }
+    }
+
+    deinit {
+        if pendingDescriptor >= 0 { close(pendingDescriptor) }
+    }
+
+    /// Names in the blob directory that are not blobs.
+    static let reservedNames: Set<String> = ["staging", "pending"]
+
+    /// Whether a name is a blob key (64 lower-case hex digits).
+    static func isKey(_ name: String) -> Bool {
+        name.utf8.count == 64 && name.utf8.allSatisfy { (48...57).contains($0) || (97...102).contains($0) }
+    }
+
+    /// Deletes the blobs a crash left marked that no revision refers to (`referenced` says
+    /// which of the given keys a revision refers to), and the marks. Runs when the database
+    /// opens, before any write; skipped while another process has the database open (its
+    /// writes may hold marked blobs). Returns how many blobs were deleted.
+    @discardableResult
+    func sweep(referenced: ([String]) throws -> Set<String>) -> Int {
+        guard flock(pendingDescriptor, LOCK_EX | LOCK_NB) == 0 else {
+            _ = flock(pendingDescriptor, LOCK_SH)
+            return 0
+        }
+        defer { _ = flock(pendingDescriptor, LOCK_SH) }
+        let marks = (try? FileManager.default.contentsOfDirectory(atPath: pendingDirectory)) ?? []
+        guard !marks.isEmpty else { return 0 }
+        let keys = marks.filter(Self.isKey)
+        // Data safety first: when the references cannot be read, nothing is deleted.
+        guard let kept = try? referenced(keys) else { return 0 }
+        var removed = 0
+        for key in keys where !kept.contains(key) {
+            if unlink(path(for: key)) == 0 { removed += 1 }
+        }
+        if removed > 0 { syncDirectory() }
+        for mark in marks { unlink(pendingDirectory + "/" + mark) }
+        fsync(pendingDescriptor)
+        return removed
     }
 
     public func path(for key: String) -> String { directory + "/" + key }
@@ -55,8 +112,24 @@ public final class AttachmentStore: @unchecked Sendable {
         defer { lock.unlock() }
         let isNew = !FileManager.default.fileExists(atPath: destination)
         if isNew {
+            // Marked (durably) before it is in place: a crash before its write commits
+            // leaves the mark for `sweep`.
+            let mark = open(pendingDirectory + "/" + key, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
+            guard mark >= 0 else {
+                let failure = errno
+                unlink(temporary)
+                throw CouchError.writeFailed(errno: failure, "cannot store attachment")
+            }
+            close(mark)
+            guard fsync(pendingDescriptor) == 0 else {
+                let failure = errno
+                unlink(temporary)
+                unlink(pendingDirectory + "/" + key)
+                throw CouchError.writeFailed(errno: failure, "cannot store attachment")
+            }
             guard rename(temporary, destination) == 0 else {
                 unlink(temporary)
+                unlink(pendingDirectory + "/" + key)
                 throw CouchError.internalError("cannot store attachment")
             }
             syncDirectory()
@@ -64,24 +137,52 @@ public final class AttachmentStore: @unchecked Sendable {
             unlink(temporary)
         }
         inFlight[key, default: 0] += 1
+        watched[key]?.restaged = true
         return StagedBlob(key: key, md5: digests.md5, length: digests.length, isNew: isNew)
     }
 
-    /// The write that staged these blobs committed or failed.
-    func release(_ blobs: [StagedBlob]) {
+    /// The write that staged these blobs committed (`committed`: a revision refers to each,
+    /// so the last holder unmarks it) or failed (the caller then cleans up with
+    /// `idleStagings` and `removeIfUnchanged`, which unmark).
+    func release(_ blobs: [StagedBlob], committed: Bool) {
         lock.lock()
         defer { lock.unlock() }
         for blob in blobs {
             inFlight[blob.key, default: 1] -= 1
-            if inFlight[blob.key] == 0 { inFlight[blob.key] = nil }
+            if inFlight[blob.key] == 0 {
+                inFlight[blob.key] = nil
+                if committed { unlink(pendingDirectory + "/" + blob.key) }
+            }
         }
     }
 
-    /// Deletes these blobs unless a write holds them.
-    func removeIfIdle(_ keys: [String]) {
+    /// Of these blobs, those no write holds, watched from now on (until
+    /// `removeIfUnchanged`) for a write staging them again.
+    func watchIdle(_ keys: [String]) -> [String] {
         lock.lock()
         defer { lock.unlock() }
-        for key in keys where inFlight[key] == nil { unlink(path(for: key)) }
+        var idle: [String] = []
+        for key in Set(keys) where inFlight[key] == nil {
+            watched[key, default: (0, false)].watchers += 1
+            idle.append(key)
+        }
+        return idle
+    }
+
+    /// Ends the watch of `watchIdle`: deletes the blobs of `unreferenced` and unmarks the
+    /// watched ones, unless a write staged one meanwhile (that write unmarks it itself).
+    func removeIfUnchanged(_ idle: [String], unreferenced: Set<String>) {
+        lock.lock()
+        defer { lock.unlock() }
+        for key in idle {
+            guard var watch = watched[key] else { continue }
+            if inFlight[key] == nil && !watch.restaged {
+                if unreferenced.contains(key) { unlink(path(for: key)) }
+                unlink(pendingDirectory + "/" + key)
+            }
+            watch.watchers -= 1
+            watched[key] = watch.watchers > 0 ? watch : nil
+        }
     }
 
     public func read(_ key: String) throws(CouchError) -> [UInt8] {
@@ -99,7 +200,7 @@ public final class AttachmentStore: @unchecked Sendable {
         defer { lock.unlock() }
         var removed = 0
         for file in (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
-        where file != "staging" && !referenced.contains(file) && inFlight[file] == nil {
+        where !Self.reservedNames.contains(file) && !referenced.contains(file) && inFlight[file] == nil {
             if unlink(path(for: file)) == 0 { removed += 1 }
         }
         return removed

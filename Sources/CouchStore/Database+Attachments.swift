@@ -146,7 +146,8 @@ extension Database {
                                with writer: BlobWriter) throws -> AttachmentInfo {
         let blob = try attachments.commit(writer)
         defer {
-            attachments.release([blob])
+            // Referenced if the body was filled; otherwise removed if nothing else refers to it.
+            attachments.release([blob], committed: false)
             removeIfUnreferenced([blob].filter(\.isNew))
         }
         return try self.writer.perform { transaction -> AttachmentInfo in
@@ -234,38 +235,46 @@ extension Database {
     /// failed (all of them when `results` is nil) if nothing else references them.
     func finishStaging(_ prepared: [Result<PreparedEdit, CouchError>], results: [WriteResult]?,
                        following: [StagedBlob]) {
-        var release = following
-        var failedNew: [StagedBlob] = []
+        var committed = following
+        var failed: [StagedBlob] = []
         for (index, preparation) in prepared.enumerated() {
             guard case .success(let edit) = preparation else { continue }
-            release += edit.staged
             var succeeded = false
             if let results, case .success = results[index] { succeeded = true }
-            if !succeeded { failedNew += edit.staged.filter(\.isNew) }
+            if succeeded { committed += edit.staged } else { failed += edit.staged }
         }
         if results == nil || results!.allSatisfy({ if case .failure = $0 { true } else { false } }) {
-            failedNew += following.filter(\.isNew)
+            committed.removeAll()
+            failed += following
         }
-        attachments.release(release)
-        removeIfUnreferenced(failedNew)
+        attachments.release(committed, committed: true)
+        attachments.release(failed, committed: false)
+        removeIfUnreferenced(failed.filter(\.isNew))
     }
 
     /// Gives up blobs staged for a write that will not use them (parts of an upload that
     /// no attachment claimed), deleting those nothing else refers to.
     public func discardStaged(_ blobs: [StagedBlob]) {
-        attachments.release(blobs)
+        attachments.release(blobs, committed: false)
         removeIfUnreferenced(blobs.filter(\.isNew))
     }
 
-    /// Deletes blobs no committed revision refers to (the write that created them failed).
+    /// After a failed write: deletes the blobs it created that no committed revision refers
+    /// to and no write holds, and unmarks them (see `AttachmentStore`). (A blob it found in
+    /// place is another write's to unmark; a mark left over is checked at the next open.)
     func removeIfUnreferenced(_ blobs: [StagedBlob]) {
         guard !blobs.isEmpty else { return }
-        let referenced = (try? readers.withConnection { connection in
-            try blobs.filter { blob in
-                let sql = "SELECT (SELECT count(*) FROM documents WHERE instr(attachments, ?) > 0) + (SELECT count(*) FROM revision_bodies WHERE instr(attachments, ?) > 0)"
-                return (try connection.scalarInt(sql, [.blob(Array(blob.key.utf8)), .blob(Array(blob.key.utf8))]) ?? 1) > 0
-            }.map(\.key)
-        }) ?? blobs.map(\.key)
-        attachments.removeIfIdle(blobs.map(\.key).filter { !referenced.contains($0) })
+        let idle = attachments.watchIdle(blobs.map(\.key))
+        guard !idle.isEmpty else { return }
+        // When the references cannot be read, nothing is deleted (the marks stay for the sweep).
+        let referenced = (try? readers.withConnection { connection in try Self.referencedKeys(idle, connection) }) ?? Set(idle)
+        attachments.removeIfUnchanged(idle, unreferenced: Set(idle).subtracting(referenced))
+    }
+
+    /// Which of these blob keys a stored revision refers to (a scan of the attachment lists
+    /// per key: for the few blobs of a failed write or a crash).
+    static func referencedKeys(_ keys: [String], _ connection: SQLiteConnection) throws -> Set<String> {
+        let sql = "SELECT (SELECT count(*) FROM documents WHERE instr(attachments, ?1) > 0) + (SELECT count(*) FROM revision_bodies WHERE instr(attachments, ?1) > 0)"
+        return Set(try keys.filter { key in (try connection.scalarInt(sql, [.blob(Array(key.utf8))]) ?? 1) > 0 })
     }
 }

@@ -99,11 +99,11 @@ extension Database {
         do {
             result = try writeAttachmentEdit(id, build: build, user: user)
         } catch {
-            attachments.release([blob])
+            attachments.release([blob], committed: false)
             if blob.isNew { removeIfUnreferenced([blob]) }
             throw error
         }
-        attachments.release([blob])
+        attachments.release([blob], committed: true)
         return result
     }
 

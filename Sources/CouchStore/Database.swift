@@ -39,6 +39,7 @@ public final class Database: @unchecked Sendable {
     private var partitionSizeLimit = 0
 
     public static let defaultRevsLimit = 1000
+    static let logger = Logger(label: "couchette.store")
 
     init(name: DatabaseName, path: String, create: Bool, partitioned: Bool = false) throws(CouchError) {
         self.name = name
@@ -60,9 +61,13 @@ public final class Database: @unchecked Sendable {
         try? connection.query("SELECT value FROM metadata WHERE key = 'revs_limit'") { revsLimit = Int($0.text(0)) ?? revsLimit }
         cachedRevsLimit = revsLimit
         let sequence = try connection.scalarInt("SELECT max(sequence) FROM documents") ?? 0
+        let attachments = try AttachmentStore(directory: Database.attachmentDirectory(for: path))
+        // Blobs of writes a crash cut short, before any write can stage new ones.
+        let swept = attachments.sweep { keys in try Database.referencedKeys(keys, connection) }
+        if swept > 0 { Database.logger.notice("removed \(swept) attachment bodies of unfinished writes from \(name.rawValue)") }
+        self.attachments = attachments
         writer = WriteQueue(connection: connection, committedSequence: sequence)
         readers = ReaderPool(path: path)
-        attachments = try AttachmentStore(directory: Database.attachmentDirectory(for: path))
         let notifier = self.notifier
         writer.onCommit = { sequence in notifier.post(.committed(sequence: sequence)) }
     }

@@ -211,8 +211,16 @@ public final class DatabaseManager: @unchecked Sendable {
         databases.forEach { $0.readers.releaseCacheMemory() }
     }
 
-    public func allNames() -> [DatabaseName] {
-        let files = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+    /// Throws when the directory cannot be read (no descriptor left...): an empty list would
+    /// be a wrong answer.
+    public func allNames() throws(CouchError) -> [DatabaseName] {
+        let files: [String]
+        do {
+            files = try FileManager.default.contentsOfDirectory(atPath: directory)
+        } catch {
+            logger.error("cannot list the data directory \(directory): \(error)")
+            throw CouchError.internalError("cannot list the databases")
+        }
         return files.compactMap { file -> DatabaseName? in
             guard file.hasSuffix(Self.fileExtension) else { return nil }
             return DatabaseName(fileStem: String(file.dropLast(Self.fileExtension.count)))

@@ -79,6 +79,9 @@ extension HTTPClient {
         public var tls: TLSOptions
         /// The whole exchange must finish within this time; nil for no limit (feeds).
         public var timeoutMilliseconds: Int?
+        /// Abandon the transfer after this long without a byte; nil for the client's
+        /// `inactivityTimeoutSeconds`.
+        public var inactivityTimeoutSeconds: Int?
         /// Keep a `Content-Encoding`d body as sent (libcurl otherwise decodes gzip itself):
         /// for bytes whose digest is of their encoded form.
         public var keepsContentEncoding = false

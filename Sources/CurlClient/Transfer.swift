@@ -39,6 +39,11 @@ final class Transfer: @unchecked Sendable {
     private var failure: HTTPClientError?
     private var pieceWaiter: CheckedContinuation<[UInt8]?, Error>?
     private(set) var cancelRequested = false
+    /// Nanoseconds without a byte either way after which the transfer is abandoned.
+    private let inactivityLimit: UInt64
+    /// When a byte last moved (loop thread only): libcurl's own low-speed check averages
+    /// over several seconds, so a stall after a burst was noticed seconds late.
+    private var lastActivity: UInt64 = 0
 
     /// Set before submission: the whole response (buffered mode).
     var onComplete: (@Sendable (Result<HTTPClient.Response, Error>) -> Void)?
@@ -50,6 +55,9 @@ final class Transfer: @unchecked Sendable {
         self.easy = easy
         self.mode = mode
         bufferLimit = configuration.streamBufferLimit
+        let seconds = UInt64(max(1, request.inactivityTimeoutSeconds ?? configuration.inactivityTimeoutSeconds))
+        let (limit, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        inactivityLimit = overflow ? UInt64.max : limit
         configure(request, configuration)
     }
 
@@ -67,8 +75,7 @@ final class Transfer: @unchecked Sendable {
         if request.keepsContentEncoding { _ = couchette_curl_set_long(easy, CURLOPT_HTTP_CONTENT_DECODING, 0) }
         _ = couchette_curl_set_long(easy, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1)
         _ = couchette_curl_set_long(easy, CURLOPT_CONNECTTIMEOUT_MS, configuration.connectTimeoutMilliseconds)
-        _ = couchette_curl_set_long(easy, CURLOPT_LOW_SPEED_LIMIT, 1)
-        _ = couchette_curl_set_long(easy, CURLOPT_LOW_SPEED_TIME, configuration.inactivityTimeoutSeconds)
+        // No CURLOPT_LOW_SPEED_*: the transfer loop ends inactive transfers itself (`isInactive`).
         _ = couchette_curl_set_long(easy, CURLOPT_TCP_KEEPALIVE, 1)
         _ = couchette_curl_set_string(easy, CURLOPT_USERAGENT, configuration.userAgent)
         if let timeout = request.timeoutMilliseconds {
@@ -130,7 +137,18 @@ final class Transfer: @unchecked Sendable {
 
     // MARK: - Callbacks (transfer loop thread)
 
+    /// A byte moved, or the transfer started (loop thread).
+    func noteActivity() { lastActivity = DispatchTime.now().uptimeNanoseconds }
+
+    /// Whether nothing moved for the inactivity limit (loop thread). A transfer paused
+    /// because its reader lags is waiting for us, not for the peer.
+    func isInactive(now: UInt64) -> Bool {
+        guard now > lastActivity, now - lastActivity > inactivityLimit else { return false }
+        return lock.withLock { !paused }
+    }
+
     fileprivate func receiveHeader(_ bytes: UnsafeRawBufferPointer) {
+        noteActivity()
         var line = Substring(String(decoding: bytes, as: UTF8.self))
         while let last = line.last, last.isNewline { line.removeLast() }
         var deliverHead = false
@@ -155,6 +173,7 @@ final class Transfer: @unchecked Sendable {
     }
 
     fileprivate func receiveBody(_ bytes: UnsafeRawBufferPointer) -> Int {
+        noteActivity()
         switch mode {
         case .buffered:
             body.append(contentsOf: bytes)
@@ -363,6 +382,7 @@ private let readCallback: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int
           let filled = reader.read(into: UnsafeMutableRawBufferPointer(start: buffer, count: size * count)) else {
         return Int(CURL_READFUNC_ABORT)
     }
+    transfer.noteActivity()
     return filled
 }
 

@@ -86,6 +86,7 @@ final class TransferLoop: @unchecked Sendable {
                     continue
                 }
                 running[transfer.easy] = transfer
+                transfer.noteActivity()
                 curl_multi_add_handle(handle, transfer.easy)
             }
             for transfer in cancelled {
@@ -105,7 +106,13 @@ final class TransferLoop: @unchecked Sendable {
                 curl_multi_remove_handle(handle, easy)
                 transfer.finish(code: code)
             }
-            curl_multi_poll(handle, nil, 0, 1000, nil)
+            let now = DispatchTime.now().uptimeNanoseconds
+            for (easy, transfer) in running where transfer.isInactive(now: now) {
+                running[easy] = nil
+                curl_multi_remove_handle(handle, easy)
+                transfer.finish(code: CURLE_OPERATION_TIMEDOUT)
+            }
+            curl_multi_poll(handle, nil, 0, 500, nil)
         }
         for (easy, transfer) in running {
             curl_multi_remove_handle(handle, easy)

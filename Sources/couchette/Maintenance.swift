@@ -30,7 +30,7 @@ struct Compact: ParsableCommand {
             throw ValidationError("no data directory at \(dataDirectory)")
         }
         let databases = try DatabaseManager(directory: dataDirectory)
-        var selected = databases.allNames()
+        var selected = try databases.allNames()
         if !names.isEmpty {
             selected = try names.map { name in
                 do { return try DatabaseName(name) } catch { throw ValidationError("\(name) is not a database name") }

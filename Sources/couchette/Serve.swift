@@ -124,6 +124,9 @@ struct Serve: ParsableCommand {
             logger.info("stopped")
         }
         try listener.start()
+        // Dispatch opens the main queue's eventfd on first use (dispatchMain's included) and
+        // crashes if it cannot: opened now, before anyone can lower the descriptor limit.
+        DispatchQueue.main.async {}
         // Written unbuffered, so a parent process reading the chosen port sees it at once.
         let address = server.configuration.listener.bindAddress
         let banner = "Couchette \(ServerInfo.version) listening on http://\(address):\(listener.port)/ (data in \(dataDirectory))\n"

@@ -10,7 +10,7 @@ import Testing
     /// The blob files of a database of `server` (its staging directory left out).
     func blobFiles(_ server: TestServer, _ database: String) throws -> [String] {
         let store = try server.server.databases.database(DatabaseName(database)).attachments
-        return ((try? FileManager.default.contentsOfDirectory(atPath: store.directory)) ?? []).filter { $0 != "staging" }
+        return ((try? FileManager.default.contentsOfDirectory(atPath: store.directory)) ?? []).filter { $0 != "staging" && $0 != "pending" }
     }
 
     @Test func aPullLeavesBodiesBehindAndAReadFetchesThemOnce() async throws {

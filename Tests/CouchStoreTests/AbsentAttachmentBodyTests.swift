@@ -10,7 +10,7 @@ import Testing
     let directory = TestServer.makeTemporaryDirectory()
 
     func blobFiles(_ database: Database) -> [String] {
-        ((try? FileManager.default.contentsOfDirectory(atPath: database.attachments.directory)) ?? []).filter { $0 != "staging" }
+        ((try? FileManager.default.contentsOfDirectory(atPath: database.attachments.directory)) ?? []).filter { $0 != "staging" && $0 != "pending" }
             + ((try? FileManager.default.contentsOfDirectory(atPath: database.attachments.directory + "/staging")) ?? [])
     }
 

@@ -78,9 +78,9 @@ import Testing
         let manager = try DatabaseManager(directory: directory)
         let name = try DatabaseName("temp/sub")
         _ = try manager.create(name)
-        #expect(manager.allNames() == [name])
+        #expect(try manager.allNames() == [name])
         try manager.delete(name)
-        #expect(manager.allNames().isEmpty)
+        #expect(try manager.allNames().isEmpty)
         let leftovers = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.contains("temp") }
         #expect(leftovers.isEmpty)
         #expect(throws: CouchError.databaseMissing) { try manager.database(name) }

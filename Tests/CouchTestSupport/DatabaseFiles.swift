@@ -35,7 +35,7 @@ public enum DatabaseFiles {
     /// files apart), and the staging files left there.
     public static func blobs(of database: String, in directory: String) -> (stored: [String], staging: [String]) {
         let folder = directory + "/" + database + ".attachments"
-        let stored = ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []).filter { $0 != "staging" }
+        let stored = ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []).filter { $0 != "staging" && $0 != "pending" }
         let staging = (try? FileManager.default.contentsOfDirectory(atPath: folder + "/staging")) ?? []
         return (stored, staging)
     }

@@ -22,7 +22,7 @@ enum ServerRoutes {
     /// The databases `_all_dbs` and `GET /_dbs_info` list: `startkey`, `endkey`,
     /// `descending`, `skip` and `limit` applied.
     static func listedNames(_ context: RouteContext) throws -> [DatabaseName] {
-        var names = context.server.databases.allNames()
+        var names = try context.server.databases.allNames()
         let descending = try context.boolOption("descending")
         if descending { names.reverse() }
         let startKey = try context.jsonOption("startkey") ?? context.jsonOption("start_key")

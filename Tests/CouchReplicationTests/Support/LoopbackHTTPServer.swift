@@ -6,7 +6,8 @@ import Glibc
 
 /// A tiny HTTP/1.1 server on a loopback port for tests: a thread per connection, keep-alive,
 /// `Content-Length` bodies. It records every request and answers with a handler, which may
-/// also drop the connection without answering (to play a failing peer).
+/// also drop the connection without answering (to play a failing peer), or write the answer
+/// itself as it comes (a proxy relaying a stream).
 final class LoopbackHTTPServer: @unchecked Sendable {
     struct Request: Sendable {
         let method: String
@@ -46,6 +47,35 @@ final class LoopbackHTTPServer: @unchecked Sendable {
         case truncate(Response)
         /// Close with a TCP reset (SO_LINGER 0) without answering.
         case reset
+        /// The handler writes the answer itself, and says whether the connection may serve
+        /// another request.
+        case relay(@Sendable (Connection) -> Bool)
+    }
+
+    /// A client's connection, for a `relay` answer.
+    struct Connection {
+        let fd: Int32
+        fileprivate let server: LoopbackHTTPServer
+
+        /// Sends every byte; false when the client is gone.
+        func send(_ bytes: [UInt8]) -> Bool { server.write(fd, bytes) }
+        var isStopped: Bool { server.isStopped }
+
+        /// Whether the client closed its end (checked without waiting).
+        var clientClosed: Bool {
+            var probe = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&probe, 1, 0) > 0 else { return false }
+            if probe.revents & Int16(POLLHUP | POLLERR) != 0 { return true }
+            var byte: UInt8 = 0
+            return recv(fd, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT)) == 0
+        }
+
+        /// Holds the connection without a word until the client gives up (or the server
+        /// stops, or `seconds` pass).
+        func holdUntilClientLeaves(atMost seconds: Double) {
+            let deadline = Date().addingTimeInterval(seconds)
+            while !isStopped, !clientClosed, Date() < deadline { usleep(20_000) }
+        }
     }
 
     private let listener: Int32
@@ -57,7 +87,8 @@ final class LoopbackHTTPServer: @unchecked Sendable {
     private var accepted = 0
     private var stopped = false
 
-    init(handler: @escaping @Sendable (Request) -> Action) throws {
+    /// `port` 0 takes an ephemeral one; a given port is taken again (a peer coming back).
+    init(port requested: Int = 0, handler: @escaping @Sendable (Request) -> Action) throws {
         self.handler = handler
         let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         self.listener = listener
@@ -65,12 +96,15 @@ final class LoopbackHTTPServer: @unchecked Sendable {
         setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = 0
+        address.sin_port = UInt16(requested).bigEndian
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
-        guard bound == 0, listen(listener, 64) == 0 else { throw POSIXError(.EADDRINUSE) }
+        guard bound == 0, listen(listener, 64) == 0 else {
+            close(listener)
+            throw POSIXError(.EADDRINUSE)
+        }
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         _ = withUnsafeMutablePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) }
@@ -134,7 +168,7 @@ final class LoopbackHTTPServer: @unchecked Sendable {
         }
     }
 
-    private var isStopped: Bool {
+    fileprivate var isStopped: Bool {
         lock.lock()
         defer { lock.unlock() }
         return stopped
@@ -170,6 +204,8 @@ final class LoopbackHTTPServer: @unchecked Sendable {
                 for (name, value) in response.headers { head += "\(name): \(value)\r\n" }
                 head += "Content-Length: \(response.body.count)\r\n\r\n"
                 guard write(fd, Array(head.utf8) + response.body) else { return }
+            case .relay(let answer):
+                guard answer(Connection(fd: fd, server: self)) else { return }
             case .respondAndHold(let response):
                 var head = "HTTP/1.1 \(response.status) Status\r\n"
                 for (name, value) in response.headers { head += "\(name): \(value)\r\n" }
@@ -183,7 +219,7 @@ final class LoopbackHTTPServer: @unchecked Sendable {
         }
     }
 
-    private func write(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
+    fileprivate func write(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
         var sent = 0
         while sent < bytes.count {
             let count = bytes[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
@@ -215,6 +251,9 @@ final class LoopbackHTTPServer: @unchecked Sendable {
             headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
         }
         let length = Int(headers["content-length"] ?? "0") ?? 0
+        if headers["expect"]?.lowercased() == "100-continue", buffer.count < length {
+            guard write(fd, Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)) else { return nil }
+        }
         while buffer.count < length {
             guard receive(fd, &buffer) else { return nil }
         }
