@@ -102,24 +102,45 @@ extension Database {
 
     /// Rows of the changes index after `query.since`, one per document at its latest sequence.
     public func changes(_ query: ChangesQuery) throws -> [ChangeRow] {
+        let sql = Self.changesSQL(query)
+        return try readers.withConnection { connection in
+            var rows: [ChangeRow] = []
+            try connection.query(sql, [.int(query.since)]) { row in
+                rows.append(try Self.changeRow(row, query, includeBody: query.includeBodies))
+            }
+            return rows
+        }
+    }
+
+    /// `changes`, each row handed to `visit` as the statement reads it, with its stored body
+    /// borrowed from the statement (valid only during the call; the row's `body` is nil) rather
+    /// than copied. `visit` runs with a read connection held and must not read the database itself.
+    public func forEachChange(_ query: ChangesQuery, _ visit: (ChangeRow, UnsafeRawBufferPointer) throws -> Void) throws {
+        let sql = Self.changesSQL(query)
+        try readers.withConnection { connection in
+            try connection.query(sql, [.int(query.since)]) { row in
+                let change = try Self.changeRow(row, query, includeBody: false)
+                try row.withBlob(5) { try visit(change, $0) }
+            }
+        }
+    }
+
+    private static func changesSQL(_ query: ChangesQuery) -> String {
         let columns = "sequence, doc_id, winning_rev, deleted"
             + (query.includeTree ? ", revision_tree" : ", NULL")
             + (query.includeBodies ? ", body, attachments" : ", NULL, NULL")
         let order = query.descending ? "DESC" : "ASC"
         let limit = query.limit.map { " LIMIT \(max(0, $0))" } ?? ""
-        let sql = "SELECT \(columns) FROM documents WHERE sequence > ? ORDER BY sequence \(order)\(limit)"
-        return try readers.withConnection { connection in
-            var rows: [ChangeRow] = []
-            try connection.query(sql, [.int(query.since)]) { row in
-                rows.append(ChangeRow(
-                    sequence: row.int(0), id: DocumentID(row.text(1)), winner: try parseRevision(row.text(2)),
-                    isDeleted: row.int(3) != 0,
-                    tree: query.includeTree ? try decodeTree(row.blob(4)) : nil,
-                    body: query.includeBodies ? row.blob(5) : nil,
-                    attachments: query.includeBodies ? AttachmentInfo.decode(row.blob(6)) : []))
-            }
-            return rows
-        }
+        return "SELECT \(columns) FROM documents WHERE sequence > ? ORDER BY sequence \(order)\(limit)"
+    }
+
+    private static func changeRow(_ row: SQLiteStatement, _ query: ChangesQuery, includeBody: Bool) throws -> ChangeRow {
+        ChangeRow(
+            sequence: row.int(0), id: DocumentID(row.text(1)), winner: try parseRevision(row.text(2)),
+            isDeleted: row.int(3) != 0,
+            tree: query.includeTree ? try decodeTree(row.blob(4)) : nil,
+            body: includeBody ? row.blob(5) : nil,
+            attachments: query.includeBodies ? AttachmentInfo.decode(row.blob(6)) : [])
     }
 
     /// How many documents changed after `sequence`.
