@@ -69,16 +69,30 @@ public struct RevisionID: Hashable, Comparable, Sendable, CustomStringConvertibl
         let plain = digest.withUTF8 { bytes in
             // Characters JSON needs escaped (and non-ASCII, which the writer's escaping decides on)
             // take the general path.
-            guard !bytes.contains(where: { $0 < 0x20 || $0 >= 0x80 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") })
-            else { return false }
+            for byte in bytes where byte < 0x20 || byte >= 0x80 || byte == 0x22 || byte == 0x5C { return false }
             output.append(UInt8(ascii: "\""))
-            output.append(contentsOf: String(generation).utf8)
+            Self.appendDecimal(generation, to: &output)
             output.append(UInt8(ascii: "-"))
             output.append(contentsOf: bytes)
             output.append(UInt8(ascii: "\""))
             return true
         }
         if !plain { JSONWriter.appendString(description, to: &output) }
+    }
+
+    /// A non-negative generation's decimal digits (a negative one, never parsed, as Swift prints it).
+    private static func appendDecimal(_ value: Int, to output: inout [UInt8]) {
+        guard value >= 0 else { return output.append(contentsOf: String(value).utf8) }
+        if value < 10 { return output.append(UInt8(ascii: "0") &+ UInt8(value)) }
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
+            var rest = value, count = 0
+            while rest > 0 {
+                digits[19 - count] = UInt8(ascii: "0") &+ UInt8(rest % 10)
+                rest /= 10
+                count += 1
+            }
+            output.append(contentsOf: UnsafeBufferPointer(rebasing: digits[(20 - count)...]))
+        }
     }
 
     /// The digest with a 32-hex-digit one in lower case, as parsing leaves it.

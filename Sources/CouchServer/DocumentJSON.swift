@@ -74,11 +74,19 @@ struct AttachmentRenderOptions: Sendable {
 enum DocumentJSON {
     static func render(_ revision: StoredRevision, record: DocumentRecord?, options: DocumentRenderOptions,
                        into output: inout [UInt8]) throws {
+        try revision.body.withUnsafeBytes { body in
+            try render(revision, body: body, record: record, options: options, into: &output)
+        }
+    }
+
+    /// With the stored body given apart (borrowed from a statement), `revision.body` unused.
+    static func render(_ revision: StoredRevision, body: UnsafeRawBufferPointer, record: DocumentRecord?,
+                       options: DocumentRenderOptions, into output: inout [UInt8]) throws {
         output.append(contentsOf: #"{"_id":"#.utf8)
         JSONWriter.appendString(revision.id.rawValue, to: &output)
         output.append(contentsOf: #","_rev":"#.utf8)
         revision.revision.appendJSON(to: &output)
-        appendMembers(of: revision.body, to: &output)
+        appendMembers(of: body, to: &output)
         if revision.isDeleted { output.append(contentsOf: #","_deleted":true"#.utf8) }
         if let record {
             appendMetadata(revision.revision, record: record, options: options, to: &output)
@@ -144,9 +152,13 @@ enum DocumentJSON {
 
     /// Appends `,"a":1,"b":2` from a stored `{"a":1,"b":2}`.
     static func appendMembers(of body: [UInt8], to output: inout [UInt8]) {
+        body.withUnsafeBytes { appendMembers(of: $0, to: &output) }
+    }
+
+    static func appendMembers(of body: UnsafeRawBufferPointer, to output: inout [UInt8]) {
         guard body.count > 2 else { return }
         output.append(UInt8(ascii: ","))
-        output.append(contentsOf: body[1..<(body.count - 1)])
+        output.append(contentsOf: UnsafeRawBufferPointer(rebasing: body[1..<(body.count - 1)]))
     }
 
     private static func appendMetadata(_ revision: RevisionID, record: DocumentRecord, options: DocumentRenderOptions,

@@ -102,24 +102,45 @@ extension Database {
 
     /// Rows of the changes index after `query.since`, one per document at its latest sequence.
     public func changes(_ query: ChangesQuery) throws -> [ChangeRow] {
+        let sql = Self.changesSQL(query)
+        return try readers.withConnection { connection in
+            var rows: [ChangeRow] = []
+            try connection.query(sql, [.int(query.since)]) { row in
+                rows.append(try Self.changeRow(row, query, includeBody: query.includeBodies))
+            }
+            return rows
+        }
+    }
+
+    /// `changes`, each row handed to `visit` as the statement reads it, with its stored body
+    /// borrowed from the statement (valid only during the call; the row's `body` is nil) rather
+    /// than copied. `visit` runs with a read connection held and must not read the database itself.
+    public func forEachChange(_ query: ChangesQuery, _ visit: (ChangeRow, UnsafeRawBufferPointer) throws -> Void) throws {
+        let sql = Self.changesSQL(query)
+        try readers.withConnection { connection in
+            try connection.query(sql, [.int(query.since)]) { row in
+                let change = try Self.changeRow(row, query, includeBody: false)
+                try row.withBlob(5) { try visit(change, $0) }
+            }
+        }
+    }
+
+    private static func changesSQL(_ query: ChangesQuery) -> String {
         let columns = "sequence, doc_id, winning_rev, deleted"
             + (query.includeTree ? ", revision_tree" : ", NULL")
             + (query.includeBodies ? ", body, attachments" : ", NULL, NULL")
         let order = query.descending ? "DESC" : "ASC"
         let limit = query.limit.map { " LIMIT \(max(0, $0))" } ?? ""
-        let sql = "SELECT \(columns) FROM documents WHERE sequence > ? ORDER BY sequence \(order)\(limit)"
-        return try readers.withConnection { connection in
-            var rows: [ChangeRow] = []
-            try connection.query(sql, [.int(query.since)]) { row in
-                rows.append(ChangeRow(
-                    sequence: row.int(0), id: DocumentID(row.text(1)), winner: try parseRevision(row.text(2)),
-                    isDeleted: row.int(3) != 0,
-                    tree: query.includeTree ? try decodeTree(row.blob(4)) : nil,
-                    body: query.includeBodies ? row.blob(5) : nil,
-                    attachments: query.includeBodies ? AttachmentInfo.decode(row.blob(6)) : []))
-            }
-            return rows
-        }
+        return "SELECT \(columns) FROM documents WHERE sequence > ? ORDER BY sequence \(order)\(limit)"
+    }
+
+    private static func changeRow(_ row: SQLiteStatement, _ query: ChangesQuery, includeBody: Bool) throws -> ChangeRow {
+        ChangeRow(
+            sequence: row.int(0), id: DocumentID(row.text(1)), winner: try parseRevision(row.text(2)),
+            isDeleted: row.int(3) != 0,
+            tree: query.includeTree ? try decodeTree(row.blob(4)) : nil,
+            body: includeBody ? row.blob(5) : nil,
+            attachments: query.includeBodies ? AttachmentInfo.decode(row.blob(6)) : [])
     }
 
     /// How many documents changed after `sequence`.
@@ -130,6 +151,33 @@ extension Database {
     /// Live documents in ID order within the query's key range, after `query.after` when
     /// paging through a long listing.
     public func allDocuments(_ query: AllDocumentsQuery) throws -> [AllDocumentsRow] {
+        let (sql, arguments) = Self.allDocumentsSQL(query)
+        return try readers.withConnection { connection in
+            var rows: [AllDocumentsRow] = []
+            try connection.query(sql, arguments) { row in
+                rows.append(Self.allDocumentsRow(row, includeTree: query.includeTree, includeBodies: query.includeBodies))
+            }
+            return rows
+        }
+    }
+
+    /// `allDocuments`, each row handed to `visit` as the statement reads it, with its stored body
+    /// borrowed from the statement (valid only during the call; the row's `body` is nil) rather
+    /// than copied: a listing writes it into its response with one copy. `visit` runs with a
+    /// read connection held and must not read the database itself.
+    public func forEachDocument(_ query: AllDocumentsQuery,
+                                _ visit: (AllDocumentsRow, UnsafeRawBufferPointer) throws -> Void) throws {
+        let (sql, arguments) = Self.allDocumentsSQL(query)
+        try readers.withConnection { connection in
+            try connection.query(sql, arguments) { row in
+                let listed = Self.allDocumentsRow(row, includeTree: query.includeTree, includeBodies: false,
+                                                  includeAttachments: query.includeBodies)
+                try row.withBlob(5) { try visit(listed, $0) }
+            }
+        }
+    }
+
+    private static func allDocumentsSQL(_ query: AllDocumentsQuery) -> (String, [SQLiteValue]) {
         var conditions = ["deleted = 0"]
         var arguments: [SQLiteValue] = []
         let (low, high) = query.descending ? (query.endKey, query.startKey) : (query.startKey, query.endKey)
@@ -158,13 +206,7 @@ extension Database {
         let sql = "SELECT \(columns) FROM documents WHERE \(conditions.joined(separator: " AND ")) ORDER BY doc_id \(order) LIMIT ? OFFSET ?"
         arguments.append(.int(query.limit ?? -1))
         arguments.append(.int(query.skip))
-        return try readers.withConnection { connection in
-            var rows: [AllDocumentsRow] = []
-            try connection.query(sql, arguments) { row in
-                rows.append(Self.allDocumentsRow(row, includeTree: query.includeTree, includeBodies: query.includeBodies))
-            }
-            return rows
-        }
+        return (sql, arguments)
     }
 
     /// `_all_docs`' `total_rows` and `offset`: live documents, and how many precede the
@@ -210,13 +252,14 @@ extension Database {
         }
     }
 
-    private static func allDocumentsRow(_ row: SQLiteStatement, includeTree: Bool, includeBodies: Bool) -> AllDocumentsRow {
+    private static func allDocumentsRow(_ row: SQLiteStatement, includeTree: Bool, includeBodies: Bool,
+                                        includeAttachments: Bool? = nil) -> AllDocumentsRow {
         AllDocumentsRow(
             id: DocumentID(row.text(0)), winner: (try? parseRevision(row.text(1))) ?? RevisionID(generation: 0, digest: "0"),
             isDeleted: row.int(2) != 0, sequence: row.int(3),
             tree: includeTree ? (try? decodeTree(row.blob(4))) : nil,
             body: includeBodies ? row.blob(5) : nil,
-            attachments: includeBodies ? AttachmentInfo.decode(row.blob(6)) : [])
+            attachments: (includeAttachments ?? includeBodies) ? AttachmentInfo.decode(row.blob(6)) : [])
     }
 
     public func localDocument(_ id: DocumentID) throws -> LocalDocument {

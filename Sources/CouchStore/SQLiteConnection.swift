@@ -115,11 +115,12 @@ public final class SQLiteConnection {
     /// Runs `body` for every row of a query.
     public func query(_ sql: String, _ arguments: [SQLiteValue] = [], row body: (SQLiteStatement) throws -> Void) throws {
         let statement = try statement(sql)
+        // Reset even when `body` throws: a statement left mid-scan would hold its read transaction.
+        defer { statement.reset() }
         try statement.bind(arguments)
         while try statement.step() {
             try body(statement)
         }
-        statement.reset()
     }
 
     /// Runs a statement that returns no rows; prepared once and cached, so transaction
@@ -234,6 +235,13 @@ public final class SQLiteStatement {
         guard count > 0, let bytes = sqlite3_column_blob(pointer, column) else { return [] }
         return Array(UnsafeRawBufferPointer(start: bytes, count: count))
     }
+    /// A blob (or text) column's bytes, borrowed from the statement for the call (empty if NULL).
+    public func withBlob<T>(_ column: Int32, _ body: (UnsafeRawBufferPointer) throws -> T) rethrows -> T {
+        let bytes = sqlite3_column_blob(pointer, column)
+        let count = Int(sqlite3_column_bytes(pointer, column))
+        return try body(UnsafeRawBufferPointer(start: count > 0 ? bytes : nil, count: count > 0 ? count : 0))
+    }
+
     /// Appends a blob column to `output` without an intermediate array.
     public func appendBlob(_ column: Int32, to output: inout [UInt8]) {
         let count = Int(sqlite3_column_bytes(pointer, column))

@@ -77,7 +77,7 @@ private let twoChild = makeTree(path("3-1aa", "2-1a", "1-1"))
     }
 
     @Test func writesTheSameJSONStringAsItsDescription() {
-        for text in ["12-abcdef0123456789abcdef0123456789", "0-1", "1-", "3-é", #"2-a"b"#, #"2-a\b"#, "1-a\u{7f}"] {
+        for text in ["12-abcdef0123456789abcdef0123456789", "0-1", "9-a", "10-b", "1234567890-c", "\(Int.max)-d", "1-", "3-é", #"2-a"b"#, #"2-a\b"#, "1-a\u{7f}"] {
             let revision = RevisionID(generation: Int(text.prefix { $0 != "-" })!,
                                       digest: String(text.drop { $0 != "-" }.dropFirst()))
             var written: [UInt8] = []

@@ -9,7 +9,8 @@ struct ChangeRowWriter: Sendable {
     let conflicts: Bool
     let attachments: AttachmentRenderOptions
 
-    func append(_ row: ChangeRow, to output: inout [UInt8]) throws {
+    /// `body`: the stored body when borrowed from the statement (`row.body` is then nil).
+    func append(_ row: ChangeRow, body borrowed: UnsafeRawBufferPointer? = nil, to output: inout [UInt8]) throws {
         output.append(contentsOf: #"{"seq":"#.utf8)
         UpdateSequence(row.sequence).appendJSON(to: &output)
         output.append(contentsOf: #","id":"#.utf8)
@@ -24,17 +25,21 @@ struct ChangeRowWriter: Sendable {
         }
         output.append(UInt8(ascii: "]"))
         if row.isDeleted { output.append(contentsOf: #","deleted":true"#.utf8) }
-        if includeDocs, let body = row.body {
+        if includeDocs, borrowed != nil || row.body != nil {
             output.append(contentsOf: #","doc":"#.utf8)
             var options = DocumentRenderOptions()
             options.conflicts = conflicts
             options.attachments = attachments
-            let revision = StoredRevision(id: row.id, revision: row.winner, isDeleted: row.isDeleted, body: body,
+            let revision = StoredRevision(id: row.id, revision: row.winner, isDeleted: row.isDeleted, body: row.body ?? [],
                                           attachments: row.attachments)
             let record = row.tree.map {
                 DocumentRecord(id: row.id, sequence: row.sequence, tree: $0, winner: row.winner, isDeleted: row.isDeleted)
             }
-            try DocumentJSON.render(revision, record: record, options: options, into: &output)
+            if let borrowed {
+                try DocumentJSON.render(revision, body: borrowed, record: record, options: options, into: &output)
+            } else {
+                try DocumentJSON.render(revision, record: record, options: options, into: &output)
+            }
         }
         output.append(UInt8(ascii: "}"))
     }

@@ -210,6 +210,9 @@ final class ChangesFeed: ResponseStream, @unchecked Sendable {
     private func appendBatch() -> Bool {
         guard !reachedLimit else { return false }
         let filter = options.filter
+        if filter == nil && !options.descending && options.attachments.mode == .stubs {
+            return appendBatchFromStatement()
+        }
         let query = ChangesQuery(
             since: options.descending ? options.since : position, limit: options.descending ? nil : Self.batchSize,
             descending: options.descending, includeTree: options.allLeaves || options.conflicts,
@@ -240,7 +243,31 @@ final class ChangesFeed: ResponseStream, @unchecked Sendable {
         return !options.descending
     }
 
-    private func appendRow(_ row: ChangeRow) {
+    /// A batch no filter needs whole: rows go from the statement into the output, each body
+    /// copied once. (Inline attachments read the attachment store, so they take the row path.)
+    private func appendBatchFromStatement() -> Bool {
+        let left = options.limit.map { $0 - emitted } ?? Self.batchSize
+        let query = ChangesQuery(since: position, limit: min(Self.batchSize, left), descending: false,
+                                 includeTree: options.allLeaves || options.conflicts, includeBodies: options.includeDocs)
+        guard failure == nil else { return false }
+        var count = 0
+        do {
+            try database.forEachChange(query) { row, body in
+                position = row.sequence
+                appendRow(row, body: options.includeDocs ? body : nil)
+                count += 1
+            }
+        } catch {
+            return false
+        }
+        guard count > 0 else { return false }
+        lock.lock()
+        idleSince = DispatchTime.now()
+        lock.unlock()
+        return true
+    }
+
+    private func appendRow(_ row: ChangeRow, body: UnsafeRawBufferPointer? = nil) {
         switch options.feed {
         case .normal, .longpoll:
             if !preludeSent { beginResults() }
@@ -253,14 +280,14 @@ final class ChangesFeed: ResponseStream, @unchecked Sendable {
         // Written straight into the output: no buffer per row.
         let start = output.bytes.count
         do {
-            try rows.append(row, to: &output.bytes)
+            try rows.append(row, body: body, to: &output.bytes)
         } catch {
             // An attachment body that cannot be read: the row still goes out, with stubs.
             logger.error("cannot render attachments of \(row.id): \(error)")
             output.bytes.removeSubrange(start...)
             try? ChangeRowWriter(allLeaves: options.allLeaves, includeDocs: options.includeDocs,
                                  conflicts: options.conflicts, attachments: AttachmentRenderOptions())
-                .append(row, to: &output.bytes)
+                .append(row, body: body, to: &output.bytes)
         }
         switch options.feed {
         case .normal, .longpoll:

@@ -181,7 +181,9 @@ enum AllDocumentsRoute {
         let key: JSONValue?
         let row: AllDocumentsRow?
 
-        func write(to output: inout [UInt8], includeDocs: Bool, render: DocumentRenderOptions) throws {
+        /// `body`: the stored body when borrowed from the statement (`row.body` is then nil).
+        func write(to output: inout [UInt8], includeDocs: Bool, render: DocumentRenderOptions,
+                   body borrowed: UnsafeRawBufferPointer? = nil) throws {
             guard let row else {
                 output.append(contentsOf: #"{"key":"#.utf8)
                 (key ?? .null).write(to: &output)
@@ -206,7 +208,11 @@ enum AllDocumentsRoute {
                     let record = row.tree.map {
                         DocumentRecord(id: row.id, sequence: row.sequence, tree: $0, winner: row.winner, isDeleted: false)
                     }
-                    try DocumentJSON.render(revision, record: record, options: render, into: &output)
+                    if let borrowed {
+                        try DocumentJSON.render(revision, body: borrowed, record: record, options: render, into: &output)
+                    } else {
+                        try DocumentJSON.render(revision, record: record, options: render, into: &output)
+                    }
                 }
             }
             output.append(UInt8(ascii: "}"))

@@ -34,6 +34,13 @@ final class AllDocumentsStream: PagedListingStream, @unchecked Sendable {
 
     static let epilogue = Array("\n]}\n".utf8)
 
+    private func append(_ row: AllDocumentsRow, body: UnsafeRawBufferPointer?) throws {
+        output.bytes.append(contentsOf: written == 0 ? "\n".utf8 : ",\n".utf8)
+        try AllDocumentsRoute.RowOutput(key: nil, row: row)
+            .write(to: &output.bytes, includeDocs: includeDocs, render: render, body: includeDocs ? body : nil)
+        written += 1
+    }
+
     func produce() throws {
         if !started {
             started = true
@@ -42,17 +49,26 @@ final class AllDocumentsStream: PagedListingStream, @unchecked Sendable {
         }
         var page = query
         page.limit = min(Self.pageSize, remaining)
-        let rows = remaining > 0 ? try database.allDocuments(page) : []
-        for row in rows {
-            output.bytes.append(contentsOf: written == 0 ? "\n".utf8 : ",\n".utf8)
-            try AllDocumentsRoute.RowOutput(key: nil, row: row)
-                .write(to: &output.bytes, includeDocs: includeDocs, render: render)
-            written += 1
+        var count = 0
+        var last: String?
+        if remaining > 0 && render.attachments.mode == .stubs {
+            // Rows go from the statement into the output, each body copied once. (Inline
+            // attachments read the attachment store, so they take the path below.)
+            try database.forEachDocument(page) { row, body in
+                try append(row, body: body)
+                count += 1
+                last = row.id.rawValue
+            }
+        } else if remaining > 0 {
+            let rows = try database.allDocuments(page)
+            for row in rows { try append(row, body: nil) }
+            count = rows.count
+            last = rows.last?.id.rawValue
         }
-        remaining -= rows.count
+        remaining -= count
         query.skip = 0
-        query.after = rows.last?.id.rawValue ?? query.after
-        if rows.count < page.limit ?? 0 || remaining == 0 {
+        query.after = last ?? query.after
+        if count < page.limit ?? 0 || remaining == 0 {
             output.bytes.append(contentsOf: Self.epilogue)
             finished = true
         }
