@@ -95,10 +95,6 @@ public struct ReplicationLog: Sendable {
 
     /// RFC 1123, as CouchDB's `httpd_util:rfc1123_date`: `Thu, 21 Nov 2024 07:06:00 GMT`.
     static func httpDate(_ date: Date) -> String {
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "GMT")
-        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
-        return formatter.string(from: date)
+        Timestamp.rfc1123(Int(date.timeIntervalSince1970))
     }
 }

@@ -131,14 +131,10 @@ extension ScheduledJob {
 /// CouchDB's timestamps in `_scheduler` (`2017-04-29T05:01:37Z`).
 enum ISO8601 {
     static func string(_ date: Date) -> String {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime]
-        return formatter.string(from: date)
+        Timestamp.iso8601(Int(date.timeIntervalSince1970))
     }
 
     static func date(_ text: String) -> Date? {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime]
-        return formatter.date(from: text)
+        Timestamp.seconds(iso8601: text).map { Date(timeIntervalSince1970: Double($0)) }
     }
 }
