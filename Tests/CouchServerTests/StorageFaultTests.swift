@@ -176,7 +176,10 @@ import Testing
         let restarted = try ServerProcess(arguments: ["--log-level", "error"], directory: server.directory)
         defer { restarted.stop() }
         port = restarted.port
-        #expect(try request("GET", "/idx/_design/v/_view/big?update=false").json["rows"]?.arrayValue?.count == 150)
+        // What was indexed is served as it was: before the last writes (150 rows), or after them
+        // (149) if the background indexer caught up before the stop, as it may on a slow run.
+        let stale = try request("GET", "/idx/_design/v/_view/big?update=false").json["rows"]?.arrayValue?.count
+        #expect(stale == 150 || stale == 149, "\(String(describing: stale))")
         #expect(try request("GET", "/idx/_design/v/_view/big").json["rows"]?.arrayValue?.count == 149)
     }
 
