@@ -165,10 +165,11 @@ public enum Endpoint: Sendable, Equatable {
         switch second {
         case "_local":
             guard !rest.isEmpty else { throw CouchError.badRequest("Missing _local document id") }
-            self = .document(database, DocumentID(DocumentID.localPrefix + rest.joined(separator: "/")))
+            self = .document(database, try DocumentID.validated(DocumentID.localPrefix + rest.joined(separator: "/")))
         case "_design":
             guard let name = rest.first else { throw CouchError.badRequest("Missing _design document id") }
-            let id = DocumentID(DocumentID.designPrefix + name)
+            // Validated as `_design%2F...` is: the same ID must be refused whichever way it is written.
+            let id = try DocumentID.validated(DocumentID.designPrefix + name)
             self = Self.documentOrAttachment(database, id, Array(rest.dropFirst()))
         case "_partition":
             // CouchDB answers `/db/_partition` itself with this reason.

@@ -134,6 +134,12 @@ import Testing
         _ = try server.put("db", "_design/app", #"{"views":{}}"#)
         #expect(try server.json("GET", "/db/_design/app").json["_id"] == "_design/app")
         #expect(try server.json("GET", "/db/_design%2Fapp").json["_id"] == "_design/app")
+        // An ID too long to replicate is refused however its path is written (found by fuzzing).
+        let long = String(repeating: "a", count: DocumentID.maximumLength)
+        for path in ["/db/_local/\(long)", "/db/_local%2F\(long)", "/db/_design/\(long)", "/db/_design%2F\(long)"] {
+            let refused = try server.json("PUT", path, body: "{}")
+            #expect(refused.status == 400 && refused.json["error"] == "illegal_docid", "\(path.prefix(20))")
+        }
         // Empty path segments are dropped, as CouchDB drops them.
         #expect(try server.json("GET", "/db//a%2Fb/").json["_id"] == "a/b")
         #expect(try server.json("GET", "//db/_design//app//").json["_id"] == "_design/app")
