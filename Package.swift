@@ -45,7 +45,7 @@ let package = Package(
         ]),
         // Design-document functions: the JavaScript engine, native functions, validation and filters.
         .target(name: "CouchFunctions", dependencies: [
-            "CouchCore", "CouchStore", "CJavaScriptCore", .product(name: "Logging", package: "swift-log"),
+            "CouchCore", "CJavaScriptCore", .product(name: "Logging", package: "swift-log"),
         ]),
         // Indexes derived from a database (views, Mango's JSON indexes): SQLite files beside it.
         .target(name: "CouchIndex", dependencies: [

@@ -1,5 +1,4 @@
 import CouchCore
-import CouchStore
 import Foundation
 
 /// CouchDB's `req` object as filter (and show/list/update) functions receive it.
@@ -27,7 +26,7 @@ public struct FilterRequest: Sendable {
     }
 
     /// The object, with the database's `info`, `secObj` and a fresh `uuid`.
-    public func json(database: Database, securityObject: JSONObject) -> JSONValue {
+    public func json(database: any FunctionDatabase, securityObject: JSONObject) -> JSONValue {
         var info = JSONObject()
         if let stored = try? database.info() {
             info = [
@@ -80,5 +79,5 @@ extension DocumentFilter {
 
 extension FunctionRuntime {
     /// The `secObj` functions of `database` see.
-    public func securityObject(of database: Database) -> JSONObject { securityObjectProvider(database) }
+    public func securityObject(of database: any FunctionDatabase) -> JSONObject { securityObjectProvider(database) }
 }

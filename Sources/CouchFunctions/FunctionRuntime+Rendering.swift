@@ -1,6 +1,5 @@
 import CJavaScriptCore
 import CouchCore
-import CouchStore
 
 /// Show, list, update and rewrite functions: each call answers what CouchDB's query server
 /// answers (a response object, `[doc, response]`, list chunks, a rewrite), as JSON for the
@@ -9,16 +8,9 @@ import CouchStore
 /// (`not_found`, `forbidden`, `not_acceptable`, ...), that status.
 extension FunctionRuntime {
     /// The design document `id` of `database`; CouchDB's 404 (`missing`, `deleted`) when absent.
-    public func designDocument(_ id: DocumentID, in database: Database) throws(CouchError) -> DesignDocument {
+    public func designDocument(_ id: DocumentID, in database: any FunctionDatabase) throws(CouchError) -> DesignDocument {
         if let design = try designDocuments(database).first(where: { $0.id == id }) { return design }
-        do {
-            _ = try database.document(id)
-        } catch let error as CouchError {
-            throw error
-        } catch {
-            throw CouchError.notFound("missing")
-        }
-        throw CouchError.notFound("missing")
+        throw database.readError(id)
     }
 
     /// A show function's response object (`{body|json|base64, code, headers}`). `document`

@@ -1,16 +1,15 @@
 import CouchCore
-import CouchStore
 
 /// Validation, as the store's `DocumentValidator`: native validations, then every design
 /// document's `validate_doc_update`. The writes of one request are validated together, in
 /// one entry into the engine, as each entry costs more than a small function's work.
 extension FunctionRuntime {
-    public func validates(_ database: Database) -> Bool {
+    public func validates(_ database: any FunctionDatabase) -> Bool {
         if !lock.withLock({ natives.validations(for: database.name).isEmpty }) { return true }
         return ((try? loaded(database).validations.isEmpty) ?? true) == false
     }
 
-    public func validate(_ write: ProposedWrite, in database: Database) throws(CouchError) {
+    public func validate(_ write: ProposedWrite, in database: any FunctionDatabase) throws(CouchError) {
         if let error = validate([write], in: database).first ?? nil { throw error }
     }
 
@@ -35,7 +34,7 @@ extension FunctionRuntime {
         }
     }
 
-    public func validate(_ writes: [ProposedWrite], in database: Database) -> [CouchError?] {
+    public func validate(_ writes: [ProposedWrite], in database: any FunctionDatabase) -> [CouchError?] {
         var results = [CouchError?](repeating: nil, count: writes.count)
         let natives = lock.withLock { self.natives.validations(for: database.name) }
         let scripts: [DesignDocument]

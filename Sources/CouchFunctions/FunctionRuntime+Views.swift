@@ -1,6 +1,5 @@
 import CJavaScriptCore
 import CouchCore
-import CouchStore
 import Logging
 
 /// One view of a design document: its name, map source and reduce (a built-in name such as
@@ -117,7 +116,7 @@ extension FunctionRuntime {
     /// `filter=_view` with `view=ddoc/name` in the request's query: a document passes when
     /// the view's map function emits for it (a function that throws on it: it does not).
     /// CouchDB's 400 without `view`, 404s for a missing design document or view.
-    func viewFilter(in database: Database, request: JSONValue) throws(CouchError) -> DocumentFilter {
+    func viewFilter(in database: any FunctionDatabase, request: JSONValue) throws(CouchError) -> DocumentFilter {
         guard let view = request["query"]?["view"]?.stringValue, !view.isEmpty else {
             throw CouchError.badRequest("`view` filter parameter is not provided.")
         }

@@ -1,5 +1,4 @@
 import CouchCore
-import CouchStore
 import Foundation
 
 /// The one place design-document functions run, whoever calls them: validation on every
@@ -9,7 +8,7 @@ import Foundation
 /// it and behave the same.
 public final class FunctionRuntime: DocumentValidator, @unchecked Sendable {
     let pool: ContextPool
-    let securityObjectProvider: @Sendable (Database) -> JSONObject
+    let securityObjectProvider: @Sendable (any FunctionDatabase) -> JSONObject
     let lock = NSLock()
     var natives = NativeFunctions()
     private var designs: [DatabaseName: LoadedDesigns] = [:]
@@ -26,7 +25,7 @@ public final class FunctionRuntime: DocumentValidator, @unchecked Sendable {
     ///   - contexts: how many JavaScript contexts may run at once (two per core by default).
     ///   - securityObject: the `secObj` validation functions see (the server applies its default).
     public init(limits: FunctionLimits = FunctionLimits(), contexts: Int? = nil,
-                securityObject: @escaping @Sendable (Database) -> JSONObject = { (try? $0.securityObject()) ?? [:] }) {
+                securityObject: @escaping @Sendable (any FunctionDatabase) -> JSONObject = { (try? $0.securityObject()) ?? [:] }) {
         pool = ContextPool(limits: limits, capacity: contexts ?? max(4, 2 * ProcessInfo.processInfo.activeProcessorCount))
         securityObjectProvider = securityObject
     }
@@ -69,31 +68,19 @@ public final class FunctionRuntime: DocumentValidator, @unchecked Sendable {
     }
 
     /// The database's design documents, read again only after one of them was written.
-    public func designDocuments(_ database: Database) throws(CouchError) -> [DesignDocument] {
+    public func designDocuments(_ database: any FunctionDatabase) throws(CouchError) -> [DesignDocument] {
         try loaded(database).documents
     }
 
-    func loaded(_ database: Database) throws(CouchError) -> LoadedDesigns {
+    func loaded(_ database: any FunctionDatabase) throws(CouchError) -> LoadedDesigns {
         let generation = database.designGeneration
         if let cached = lock.withLock({ designs[database.name] }),
            cached.generation == generation, cached.instance == database.instanceStartTime {
             return cached
         }
-        var query = AllDocumentsQuery()
-        query.startKey = DocumentID.designPrefix
-        query.endKey = "_design0"
-        query.includeBodies = true
-        let rows: [AllDocumentsRow]
-        do {
-            rows = try database.allDocuments(query)
-        } catch let error as CouchError {
-            throw error
-        } catch {
-            throw CouchError.internalError("cannot read design documents")
-        }
-        let documents = rows.compactMap { row -> DesignDocument? in
-            guard let body = row.body, case .object(let members)? = try? JSONValue.parse(body) else { return nil }
-            return DesignDocument(id: row.id, revision: row.winner.description, body: members)
+        let documents = try database.designDocuments().compactMap { stored -> DesignDocument? in
+            guard case .object(let members)? = try? JSONValue.parse(stored.body) else { return nil }
+            return DesignDocument(id: stored.id, revision: stored.revision.description, body: members)
         }
         let loaded = LoadedDesigns(instance: database.instanceStartTime, generation: generation, documents: documents)
         lock.withLock { designs[database.name] = loaded }
@@ -113,7 +100,7 @@ public final class FunctionRuntime: DocumentValidator, @unchecked Sendable {
 
     /// The filter `ddoc/name` of a database: a native one registered under that name, else
     /// the design document's. CouchDB's 404s for a missing design document or function.
-    public func filter(_ name: String, in database: Database, request: JSONValue) throws(CouchError) -> DocumentFilter {
+    public func filter(_ name: String, in database: any FunctionDatabase, request: JSONValue) throws(CouchError) -> DocumentFilter {
         if name == "_view" { return try viewFilter(in: database, request: request) }
         let parts = name.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
         guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty else {

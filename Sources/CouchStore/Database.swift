@@ -162,15 +162,3 @@ public final class Database: @unchecked Sendable {
     }
 }
 
-public struct DatabaseInfo: Sendable {
-    public let name: DatabaseName
-    public let documentCount: Int
-    public let deletedDocumentCount: Int
-    public let updateSequence: Int
-    public let fileSize: Int
-    public let activeSize: Int
-    public let externalSize: Int
-    public let instanceStartTime: String
-    public let compactRunning: Bool
-}
-

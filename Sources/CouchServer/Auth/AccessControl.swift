@@ -75,7 +75,7 @@ final class AccessControl: Sendable {
     }
 
     /// The database's security object, or the default a database never given one has.
-    func securityObject(of database: Database) throws -> SecurityObject {
+    func securityObject(of database: some FunctionDatabase) throws -> SecurityObject {
         if let stored = try database.securityObject() { return SecurityObject(json: stored) }
         if database.name == UsersDatabase.name { return .everyone }
         switch configuration.authentication.defaultSecurity {
