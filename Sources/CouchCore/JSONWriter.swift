@@ -252,6 +252,22 @@ struct _ByteWriter {
 }
 
 public enum JSONWriter {
+    /// Appends an integer's decimal digits, without building a `String` (rows of listings and
+    /// feeds write several each).
+    public static func appendInteger(_ value: Int, to output: inout [UInt8]) {
+        guard value >= 0 else { return output.append(contentsOf: String(value).utf8) }
+        if value < 10 { return output.append(UInt8(ascii: "0") &+ UInt8(value)) }
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
+            var rest = value, count = 0
+            while rest > 0 {
+                digits[19 - count] = UInt8(ascii: "0") &+ UInt8(rest % 10)
+                rest /= 10
+                count += 1
+            }
+            output.append(contentsOf: UnsafeBufferPointer(rebasing: digits[(20 - count)...]))
+        }
+    }
+
     /// Appends `value` as a JSON string literal with quotes, escaping `"` `\\` and control characters
     /// (\n \r \t \b \f and \u00XX for the rest); other characters are written as UTF-8 as-is (not \u-escaped).
     public static func appendString(_ value: String, to output: inout [UInt8]) {

@@ -50,7 +50,7 @@ public enum PercentDecoding {
         while let byte = iterator.next() {
             switch byte {
             case UInt8(ascii: "%"):
-                guard let high = iterator.next().flatMap(hexValue), let low = iterator.next().flatMap(hexValue) else {
+                guard let high = iterator.next().flatMap(Base16.value), let low = iterator.next().flatMap(Base16.value) else {
                     return nil
                 }
                 bytes.append(high << 4 | low)
@@ -77,7 +77,7 @@ public enum PercentDecoding {
         while index < input.count {
             let byte = input[index]
             if byte == UInt8(ascii: "%"), index + 2 < input.count,
-               let high = hexValue(input[index + 1]), let low = hexValue(input[index + 2]) {
+               let high = Base16.value(input[index + 1]), let low = Base16.value(input[index + 2]) {
                 bytes.append(high << 4 | low)
                 index += 3
                 continue
@@ -86,14 +86,5 @@ public enum PercentDecoding {
             index += 1
         }
         return String(decoding: bytes, as: UTF8.self)
-    }
-
-    private static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-        default: nil
-        }
     }
 }

@@ -49,7 +49,7 @@ public struct RevisionID: Hashable, Comparable, Sendable, CustomStringConvertibl
                 isHex = false
             } else if byte == 0x20 || (0x09...0x0d).contains(byte) {
                 return nil
-            } else if hexValue(byte) == 0xff {
+            } else if Base16.value(byte) == nil {
                 isHex = false
             } else if byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "F") {
                 hasUpperHex = true
@@ -71,28 +71,13 @@ public struct RevisionID: Hashable, Comparable, Sendable, CustomStringConvertibl
             // take the general path.
             for byte in bytes where byte < 0x20 || byte >= 0x80 || byte == 0x22 || byte == 0x5C { return false }
             output.append(UInt8(ascii: "\""))
-            Self.appendDecimal(generation, to: &output)
+            JSONWriter.appendInteger(generation, to: &output)
             output.append(UInt8(ascii: "-"))
             output.append(contentsOf: bytes)
             output.append(UInt8(ascii: "\""))
             return true
         }
         if !plain { JSONWriter.appendString(description, to: &output) }
-    }
-
-    /// A non-negative generation's decimal digits (a negative one, never parsed, as Swift prints it).
-    private static func appendDecimal(_ value: Int, to output: inout [UInt8]) {
-        guard value >= 0 else { return output.append(contentsOf: String(value).utf8) }
-        if value < 10 { return output.append(UInt8(ascii: "0") &+ UInt8(value)) }
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
-            var rest = value, count = 0
-            while rest > 0 {
-                digits[19 - count] = UInt8(ascii: "0") &+ UInt8(rest % 10)
-                rest /= 10
-                count += 1
-            }
-            output.append(contentsOf: UnsafeBufferPointer(rebasing: digits[(20 - count)...]))
-        }
     }
 
     /// The digest with a 32-hex-digit one in lower case, as parsing leaves it.
@@ -104,28 +89,12 @@ public struct RevisionID: Hashable, Comparable, Sendable, CustomStringConvertibl
     /// the 16 bytes they encode; any other digest is its UTF-8 bytes.
     public var digestBinary: [UInt8] {
         let utf8 = digest.utf8
-        guard Self.isHex32(utf8) else { return Array(utf8) }
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(16)
-        var high: UInt8 = 0
-        for (index, byte) in utf8.enumerated() {
-            let nibble = Self.hexValue(byte)
-            if index % 2 == 0 { high = nibble } else { bytes.append(high << 4 | nibble) }
-        }
+        guard Self.isHex32(utf8), let bytes = Base16.decode(utf8) else { return Array(utf8) }
         return bytes
     }
 
     static func isHex32<Bytes: Collection>(_ bytes: Bytes) -> Bool where Bytes.Element == UInt8 {
-        bytes.count == 32 && bytes.allSatisfy { hexValue($0) != 0xff }
-    }
-
-    private static func hexValue(_ byte: UInt8) -> UInt8 {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): return byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): return byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): return byte - UInt8(ascii: "A") + 10
-        default: return 0xff
-        }
+        bytes.count == 32 && bytes.allSatisfy { Base16.value($0) != nil }
     }
 
     public var description: String { "\(generation)-\(digest)" }

@@ -48,7 +48,7 @@ public struct UpdateSequence: Sendable, Hashable, Comparable, CustomStringConver
     }()
 
     private func appendText(to output: inout [UInt8]) {
-        output.append(contentsOf: String(number).utf8)
+        JSONWriter.appendInteger(number, to: &output)
         output.append(UInt8(ascii: "-"))
         var term = ExternalTermWriter()
         term.appendRaw(Self.termParts.prefix.dropFirst())  // the writer starts with the version byte

@@ -72,16 +72,15 @@ struct AttachmentRenderOptions: Sendable {
 /// client sent them, then `_deleted`, `_revisions` and the other metadata — spliced
 /// into the stored bytes without parsing them.
 enum DocumentJSON {
-    static func render(_ revision: StoredRevision, record: DocumentRecord?, options: DocumentRenderOptions,
-                       into output: inout [UInt8]) throws {
-        try revision.body.withUnsafeBytes { body in
-            try render(revision, body: body, record: record, options: options, into: &output)
-        }
-    }
-
-    /// With the stored body given apart (borrowed from a statement), `revision.body` unused.
-    static func render(_ revision: StoredRevision, body: UnsafeRawBufferPointer, record: DocumentRecord?,
+    /// `borrowedBody`: the stored body when a listing borrows it from its statement (then
+    /// `revision.body` is not read).
+    static func render(_ revision: StoredRevision, borrowedBody: UnsafeRawBufferPointer? = nil, record: DocumentRecord?,
                        options: DocumentRenderOptions, into output: inout [UInt8]) throws {
+        guard let body = borrowedBody else {
+            return try revision.body.withUnsafeBytes { body in
+                try render(revision, borrowedBody: body, record: record, options: options, into: &output)
+            }
+        }
         output.append(contentsOf: #"{"_id":"#.utf8)
         JSONWriter.appendString(revision.id.rawValue, to: &output)
         output.append(contentsOf: #","_rev":"#.utf8)

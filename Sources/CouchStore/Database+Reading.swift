@@ -155,7 +155,8 @@ extension Database {
         return try readers.withConnection { connection in
             var rows: [AllDocumentsRow] = []
             try connection.query(sql, arguments) { row in
-                rows.append(Self.allDocumentsRow(row, includeTree: query.includeTree, includeBodies: query.includeBodies))
+                rows.append(Self.allDocumentsRow(row, includeTree: query.includeTree, includeBody: query.includeBodies,
+                                                 includeAttachments: query.includeBodies))
             }
             return rows
         }
@@ -170,7 +171,7 @@ extension Database {
         let (sql, arguments) = Self.allDocumentsSQL(query)
         try readers.withConnection { connection in
             try connection.query(sql, arguments) { row in
-                let listed = Self.allDocumentsRow(row, includeTree: query.includeTree, includeBodies: false,
+                let listed = Self.allDocumentsRow(row, includeTree: query.includeTree, includeBody: false,
                                                   includeAttachments: query.includeBodies)
                 try row.withBlob(5) { try visit(listed, $0) }
             }
@@ -245,21 +246,22 @@ extension Database {
             return try ids.map { id in
                 var found: AllDocumentsRow?
                 try connection.query("SELECT \(columns) FROM documents WHERE doc_id = ?", [.text(id.rawValue)]) { row in
-                    found = Self.allDocumentsRow(row, includeTree: includeTree, includeBodies: includeBodies)
+                    found = Self.allDocumentsRow(row, includeTree: includeTree, includeBody: includeBodies,
+                                                includeAttachments: includeBodies)
                 }
                 return found
             }
         }
     }
 
-    private static func allDocumentsRow(_ row: SQLiteStatement, includeTree: Bool, includeBodies: Bool,
-                                        includeAttachments: Bool? = nil) -> AllDocumentsRow {
+    private static func allDocumentsRow(_ row: SQLiteStatement, includeTree: Bool, includeBody: Bool,
+                                        includeAttachments: Bool) -> AllDocumentsRow {
         AllDocumentsRow(
             id: DocumentID(row.text(0)), winner: (try? parseRevision(row.text(1))) ?? RevisionID(generation: 0, digest: "0"),
             isDeleted: row.int(2) != 0, sequence: row.int(3),
             tree: includeTree ? (try? decodeTree(row.blob(4))) : nil,
-            body: includeBodies ? row.blob(5) : nil,
-            attachments: (includeAttachments ?? includeBodies) ? AttachmentInfo.decode(row.blob(6)) : [])
+            body: includeBody ? row.blob(5) : nil,
+            attachments: includeAttachments ? AttachmentInfo.decode(row.blob(6)) : [])
     }
 
     public func localDocument(_ id: DocumentID) throws -> LocalDocument {

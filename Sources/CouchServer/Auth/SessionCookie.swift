@@ -96,37 +96,12 @@ enum SessionSecret {
     static func load(directory: String) throws(ConfigurationError) -> [UInt8] {
         let path = directory + "/" + fileName
         if let text = PrivateFile.read(path)?.trimmingWhitespace(), text.count == 64,
-           let bytes = Base16.decode(text) {
+           let bytes = Base16.decode(text.utf8) {
             return bytes
         }
         let secret = Digest.randomBytes(32)
         try PrivateFile.write(Digest.hex(secret) + "\n", to: path)
         return secret
-    }
-}
-
-enum Base16 {
-    static func decode(_ text: String) -> [UInt8]? {
-        let digits = Array(text.utf8)
-        guard digits.count % 2 == 0 else { return nil }
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(digits.count / 2)
-        var index = 0
-        while index < digits.count {
-            guard let high = value(digits[index]), let low = value(digits[index + 1]) else { return nil }
-            bytes.append(high << 4 | low)
-            index += 2
-        }
-        return bytes
-    }
-
-    private static func value(_ digit: UInt8) -> UInt8? {
-        switch digit {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): digit - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): digit - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): digit - UInt8(ascii: "A") + 10
-        default: nil
-        }
     }
 }
 

@@ -35,11 +35,7 @@ struct ChangeRowWriter: Sendable {
             let record = row.tree.map {
                 DocumentRecord(id: row.id, sequence: row.sequence, tree: $0, winner: row.winner, isDeleted: row.isDeleted)
             }
-            if let borrowed {
-                try DocumentJSON.render(revision, body: borrowed, record: record, options: options, into: &output)
-            } else {
-                try DocumentJSON.render(revision, record: record, options: options, into: &output)
-            }
+            try DocumentJSON.render(revision, borrowedBody: borrowed, record: record, options: options, into: &output)
         }
         output.append(UInt8(ascii: "}"))
     }

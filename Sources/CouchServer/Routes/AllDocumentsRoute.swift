@@ -208,11 +208,7 @@ enum AllDocumentsRoute {
                     let record = row.tree.map {
                         DocumentRecord(id: row.id, sequence: row.sequence, tree: $0, winner: row.winner, isDeleted: false)
                     }
-                    if let borrowed {
-                        try DocumentJSON.render(revision, body: borrowed, record: record, options: render, into: &output)
-                    } else {
-                        try DocumentJSON.render(revision, record: record, options: render, into: &output)
-                    }
+                    try DocumentJSON.render(revision, borrowedBody: borrowed, record: record, options: render, into: &output)
                 }
             }
             output.append(UInt8(ascii: "}"))
