@@ -6,14 +6,12 @@ enum HTTPDate {
     private static let lock = NSLock()
     nonisolated(unsafe) private static var cached: (second: Int, text: String) = (-1, "")
 
-    static func format(_ seconds: Int) -> String { Timestamp.rfc1123(seconds) }
-
     /// The current time, formatted at most once a second for every response of that second.
     static func now() -> String {
         let seconds = Int(time(nil))
         lock.lock()
         defer { lock.unlock() }
-        if cached.second != seconds { cached = (seconds, format(seconds)) }
+        if cached.second != seconds { cached = (seconds, Timestamp.rfc1123(seconds)) }
         return cached.text
     }
 }

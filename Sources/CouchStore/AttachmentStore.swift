@@ -63,11 +63,10 @@ public final class AttachmentStore: @unchecked Sendable {
     /// writes may hold marked blobs). Returns how many blobs were deleted.
     @discardableResult
     func sweep(referenced: ([String]) throws -> Set<String>) -> Int {
-        guard flock(pendingDescriptor, LOCK_EX | LOCK_NB) == 0 else {
-            _ = flock(pendingDescriptor, LOCK_SH)
-            return 0
-        }
-        defer { _ = flock(pendingDescriptor, LOCK_SH) }
+        aloneInProcess { sweepMarks(referenced: referenced) } ?? 0
+    }
+
+    private func sweepMarks(referenced: ([String]) throws -> Set<String>) -> Int {
         let marks = (try? FileManager.default.contentsOfDirectory(atPath: pendingDirectory)) ?? []
         guard !marks.isEmpty else { return 0 }
         let keys = marks.filter(Self.isKey)
@@ -87,9 +86,15 @@ public final class AttachmentStore: @unchecked Sendable {
     /// on its `pending` directory, so an exclusive one is refused while another holds it.
     /// (Maintenance commands must not delete bodies a running server's writes are storing.)
     public var isOpenInAnotherProcess: Bool {
-        let alone = flock(pendingDescriptor, LOCK_EX | LOCK_NB) == 0
-        _ = flock(pendingDescriptor, LOCK_SH)
-        return !alone
+        aloneInProcess { true } == nil
+    }
+
+    /// `body`'s result under the exclusive lock, or nil (and `body` not run) when another
+    /// process holds the shared one. The shared lock is held again afterwards.
+    private func aloneInProcess<T>(_ body: () -> T) -> T? {
+        defer { _ = flock(pendingDescriptor, LOCK_SH) }
+        guard flock(pendingDescriptor, LOCK_EX | LOCK_NB) == 0 else { return nil }
+        return body()
     }
 
     public func path(for key: String) -> String { directory + "/" + key }

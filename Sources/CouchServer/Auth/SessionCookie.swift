@@ -65,9 +65,9 @@ struct SessionCookie: Sendable {
     func setCookie(_ value: String, now: Int) -> String {
         var attributes = ["\(Self.name)=\(value)", "Version=1"]
         if value.isEmpty {
-            attributes += ["Expires=\(HTTPDate.format(0))", "Max-Age=0"]
+            attributes += ["Expires=\(Timestamp.rfc1123(0))", "Max-Age=0"]
         } else if persistent {
-            attributes += ["Expires=\(HTTPDate.format(now + timeout))", "Max-Age=\(timeout)"]
+            attributes += ["Expires=\(Timestamp.rfc1123(now + timeout))", "Max-Age=\(timeout)"]
         }
         attributes += ["Path=/", "HttpOnly"]
         if let sameSite { attributes.append("SameSite=\(sameSite)") }

@@ -1,0 +1,49 @@
+import Foundation
+
+/// Gives freed heap back to the system after large releases (closing or deleting databases):
+/// glibc keeps freed memory in its arenas otherwise, and RSS only grows. Coalesced, off
+/// the request's thread.
+public enum MemoryRelease {
+    private static let queue = DispatchQueue(label: "couchette.malloc-trim")
+    private static let lock = NSLock()
+    nonisolated(unsafe) private static var scheduled = false
+
+    public static func soon() {
+        let schedule = lock.withLock { () -> Bool in
+            defer { scheduled = true }
+            return !scheduled
+        }
+        guard schedule else { return }
+        queue.asyncAfter(deadline: .now() + .milliseconds(200)) {
+            lock.withLock { scheduled = false }
+            now()
+        }
+    }
+
+    /// glibc's `malloc_trim`, looked up at run time (Swift's Glibc module does not export
+    /// `malloc.h`); nil on other C libraries.
+    private static let trim: (@convention(c) (Int) -> Int32)? = {
+        guard let symbol = dlsym(dlopen(nil, RTLD_NOW), "malloc_trim") else { return nil }
+        return unsafeBitCast(symbol, to: (@convention(c) (Int) -> Int32).self)
+    }()
+
+    public static func now() {
+        _ = trim?(0)
+    }
+
+    /// glibc's `mallopt`, looked up the same way.
+    private static let setOption: (@convention(c) (Int32, Int32) -> Int32)? = {
+        guard let symbol = dlsym(dlopen(nil, RTLD_NOW), "mallopt") else { return nil }
+        return unsafeBitCast(symbol, to: (@convention(c) (Int32, Int32) -> Int32).self)
+    }()
+
+    /// Caps glibc's malloc arenas (`M_ARENA_MAX`) unless `MALLOC_ARENA_MAX` already says how
+    /// many: by default glibc opens up to eight per core as threads contend, and what each
+    /// holds after a busy spell stays resident apart from the others. (Measured with
+    /// `scripts/bench`: RSS after the workloads 62.4 → 55.7 MB with 4, throughput unchanged
+    /// within the run-to-run spread; per-thread caches keep contention low.)
+    public static func limitArenas(to count: Int32) {
+        guard getenv("MALLOC_ARENA_MAX") == nil else { return }
+        _ = setOption?(-8 /* M_ARENA_MAX */, count)
+    }
+}
