@@ -14,7 +14,11 @@ public final class MultipartReader {
     private weak var delegate: Delegate?
     private var state = State.preamble
     private var buffer: [UInt8] = []
+    /// Bytes of the current part's headers already searched for their end, so headers that
+    /// arrive a byte at a time are scanned once, not once per byte.
+    private var headerBytesScanned = 0
     private static let maximumHeaderBytes = 16 * 1024
+    private static let headersEnd = Array("\r\n\r\n".utf8)
 
     /// `boundary` as given in the Content-Type's `boundary` parameter.
     public init(boundary: String, delegate: Delegate) {
@@ -60,10 +64,13 @@ public final class MultipartReader {
                 // A part without headers first: searching for CRLF CRLF would find the next
                 // part's delimiter when it is already buffered, and take this body for headers.
                 guard buffer.count - start >= 2 else { return }
-                guard let end = emptyHeaders(from: start) ?? find(Array("\r\n\r\n".utf8), in: buffer, from: start) else {
+                let resume = start + max(0, headerBytesScanned - (Self.headersEnd.count - 1))
+                guard let end = emptyHeaders(from: start) ?? find(Self.headersEnd, in: buffer, from: resume) else {
                     if buffer.count - start > Self.maximumHeaderBytes { throw MultipartError("multipart part headers are too long") }
+                    headerBytesScanned = buffer.count - start
                     return
                 }
+                headerBytesScanned = 0
                 let headerText = String(decoding: buffer[start..<end], as: UTF8.self)
                 start = end + (end == start ? 2 : 4)
                 try delegate?.beginPart(headers: Self.parseHeaders(headerText))

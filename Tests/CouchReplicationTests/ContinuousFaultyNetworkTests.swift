@@ -5,13 +5,14 @@ import Foundation
 import Testing
 
 /// Continuous replications through a network that drops, resets, fails (500, 502, 503, 429),
-/// cuts, stalls and trickles requests, the change feed included, while documents with
+/// cuts, stalls, trickles and reorders requests, the change feed included, while documents with
 /// attachments, conflicts and deletions are written on the source: each ends with identical
 /// revision trees and attachment bodies and no document counted as a write failure. And a
 /// continuous job whose peer goes away (connections refused) and comes back catches up.
 @Suite(.serialized) struct ContinuousFaultyNetworkTests {
     static let faults = FaultyProxy.Faults(dropBefore: 0.03, dropAfter: 0.03, serverError: 0.02, busy: 0.04, reset: 0.03,
-                                           truncate: 0.05, stall: 0.02, trickle: 0.05, faultyFeeds: true)
+                                           truncate: 0.05, stall: 0.02, trickle: 0.05, reorder: 0.05,
+                                           faultyFeeds: true)
     /// A stalled request is abandoned after 2 s without a byte (the feed's heartbeat comes
     /// every 666 ms).
     static let settings: JSONObject = ["continuous": true, "worker_batch_size": 10, "retries_per_request": 10,

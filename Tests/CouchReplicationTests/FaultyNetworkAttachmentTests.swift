@@ -5,12 +5,13 @@ import Foundation
 import Testing
 
 /// Pushes and pulls of documents with attachments, conflicts and deletions through a network
-/// that drops, resets, fails (500, 502, 503, 429) and truncates answers at random: each ends
-/// with identical revision trees and attachment digests, and `doc_write_failures` at zero
-/// (no document was refused; failed requests are not failures of documents).
+/// that drops, resets, fails (500, 502, 503, 429), truncates answers and reorders requests at
+/// random: each ends with identical revision trees and attachment digests, and
+/// `doc_write_failures` at zero (no document was refused; failed requests are not failures of
+/// documents).
 @Suite(.serialized) struct FaultyNetworkAttachmentTests {
     static let faults = FaultyProxy.Faults(dropBefore: 0.04, dropAfter: 0.04, serverError: 0.03, busy: 0.06, reset: 0.04,
-                                           truncate: 0.05)
+                                           truncate: 0.05, reorder: 0.08)
 
     private func prepareSource(_ server: TestServer) async throws {
         try await server.call("PUT", "/source")
@@ -48,6 +49,7 @@ import Testing
         let failures = result["history"]?[0]?["doc_write_failures"]?.intValue
         #expect(failures == 0, "\(result.serializedString())")
         #expect(proxy.faultsInjected > 10, "the network really was faulty")
+        #expect(proxy.faultsByKind["overtaken", default: 0] > 0, "requests really were reordered: \(proxy.faultsByKind)")
         #expect(try await source.revisionTrees("source") == target.revisionTrees(database))
     }
 

@@ -8,7 +8,8 @@ import Glibc
 /// (a continuous `_changes` feed or a long poll streams through), and, at random (from a
 /// fixed seed, so runs repeat), a request is dropped, reset, answered 5xx/429 without being
 /// forwarded, or forwarded and then its answer lost, cut short, stalled until the client
-/// gives up, or trickled. The proxy can also go away (connections refused) and come back on
+/// gives up, or trickled, or held back until a later request has been answered (so the peer
+/// sees requests, and the client gets answers, out of the order they were sent). The proxy can also go away (connections refused) and come back on
 /// the same port.
 final class FaultyProxy: @unchecked Sendable {
     struct Faults: Sendable {
@@ -30,6 +31,10 @@ final class FaultyProxy: @unchecked Sendable {
         var stall = 0.0
         /// Probability of relaying the answer in small pieces with pauses between them.
         var trickle = 0.0
+        /// Probability of holding the request back (up to half a second) until a request that
+        /// came after it has been answered, before forwarding it: the peer gets requests, and
+        /// the client answers, out of order.
+        var reorder = 0.0
         /// Every continuous or long-poll `_changes` that meets none of the faults above (the
         /// trickle apart) fails anyway, in turn: it goes silent part-way (its reader must notice that heartbeats
         /// stopped) or is cut after a moment (up to 1.5 s) or a few kilobytes. A feed is one
@@ -142,6 +147,8 @@ final class FaultyProxy: @unchecked Sendable {
                 }
             } else if falls(faults.trickle, "trickle") {
                 plan = .trickle
+            } else if falls(faults.reorder, "reorder") {
+                state.waitForALaterAnswer(atMost: 0.5)
             }
             return .relay { [plan] client in
                 Relay(request: request, upstreamPort: upstreamPort, client: client, state: state).run(plan)
@@ -375,6 +382,20 @@ final class FaultyProxy: @unchecked Sendable {
 
         func record(target: String, bytes: Int) {
             lock.withLock { forwarded.append((target, bytes)) }
+        }
+
+        /// Returns once an answer has been relayed whole since the call (noted as "overtaken",
+        /// not a fault of its own: this request is now out of order), or after `seconds`.
+        func waitForALaterAnswer(atMost seconds: Double) {
+            let seen = responses.count
+            let deadline = Date().addingTimeInterval(seconds)
+            while Date() < deadline {
+                if responses.count > seen {
+                    lock.withLock { byKind["overtaken", default: 0] += 1 }
+                    return
+                }
+                usleep(5000)
+            }
         }
 
         var responses: [(target: String, bytes: Int)] { lock.withLock { forwarded } }
