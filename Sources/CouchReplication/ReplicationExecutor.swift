@@ -1,3 +1,5 @@
+import CouchCore
+
 /// Where replication tasks run: threads of their own, not the few threads Swift shares
 /// among all tasks of the process (nor Dispatch's, which grow only slowly when blocked).
 /// Code that blocks those shared threads (a synchronous handler, an embedding app) then

@@ -41,6 +41,9 @@ public final class CouchServer: RequestHandler {
     let metrics: ServerMetrics
     /// Trims the allocator once requests stop (see `IdleMemoryRelease`).
     private let idleMemoryRelease: IdleMemoryRelease
+    /// Where requests that may run long are answered (see `OffThreadAnswer`): as many at
+    /// once as the listener has workers.
+    private let longRequests: ThreadPool
 
     /// A server for `databases`, its admins (stored hashed) and session secret kept in
     /// their data directory. Refuses to serve beyond loopback with no admin.
@@ -81,6 +84,7 @@ public final class CouchServer: RequestHandler {
         self.metrics = metrics
         idleMemoryRelease = IdleMemoryRelease(requestCount: { [weak metrics] in metrics?.requestCount ?? 0 },
                                               releaseCaches: { [weak databases] in databases?.releaseCacheMemory() })
+        longRequests = ThreadPool(name: "long-requests", threads: configuration.listener.threadCount)
         replicatorDatabase.start()
     }
 
@@ -129,9 +133,15 @@ public final class CouchServer: RequestHandler {
     /// True when no admin is configured and every client is one (CouchDB's admin party).
     public var isAdminParty: Bool { accessControl.isAdminParty }
 
-    /// Every request: CORS preflight, then authentication and authorization (once, by the
-    /// policy in `Auth/`), then the handler the route table names.
+    /// Every request, on the listener's thread unless it may run long (`OffThreadAnswer`).
     public func handle(_ request: HTTPRequest) -> HTTPResponse {
+        guard OffThreadAnswer.mayRunLong(path: request.path) else { return answer(request) }
+        return HTTPResponse(status: 200, body: .deferred(OffThreadAnswer(pool: longRequests) { [self] in answer(request) }))
+    }
+
+    /// CORS preflight, then authentication and authorization (once, by the policy in
+    /// `Auth/`), then the handler the route table names.
+    private func answer(_ request: HTTPRequest) -> HTTPResponse {
         let started = DispatchTime.now().uptimeNanoseconds
         let access = accessControl
         let request = RequestForms.overridingMethod(request)

@@ -268,7 +268,10 @@ public final class Listener: @unchecked Sendable {
             state.counted = true
             response = handler.handle(request)
         }
-        logger.info("\(method) \(url) \(response.status) \(state.elapsedMilliseconds)ms")
+        // A deferred answer is logged once delivered, with its own status.
+        if case .deferred = response.body {} else {
+            logger.info("\(method) \(url) \(response.status) \(state.elapsedMilliseconds)ms")
+        }
         return queue(response, state: state, closing: false)
     }
 
@@ -317,6 +320,7 @@ public final class Listener: @unchecked Sendable {
             let delivered = waiting.take() ?? .error(CouchError.internalError("no response"))
             state.deferred = nil
             unregister(waiting)
+            logger.info("\(state.method) \(state.path) \(delivered.status) \(state.elapsedMilliseconds)ms")
             return queue(delivered, state: state, closing: closing)
         case .stream(let stream):
             let connection = StreamConnection(stream: stream, connection: state.connection, listener: self)

@@ -154,7 +154,7 @@ public final class Database: @unchecked Sendable {
                 name: name, documentCount: counts.live, deletedDocumentCount: counts.deleted,
                 updateSequence: updateSequence,
                 fileSize: pageCount * pageSize + walSize,
-                activeSize: max(0, (pageCount - freePages) * pageSize - (slack ?? 0)),
+                activeSize: max(0, (pageCount - freePages) * pageSize - slack),
                 externalSize: counts.externalSize,
                 instanceStartTime: instanceStartTime,
                 compactRunning: isCompacting)

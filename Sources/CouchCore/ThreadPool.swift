@@ -1,0 +1,126 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// At most `threads` threads taking work from one queue, each started the first time work
+/// finds every started thread busy, and ended after `idleSeconds` without work. Unlike
+/// Dispatch's shared pools, whose width follows the number of cores and grows only after a
+/// delay when work blocks, work here never waits behind unrelated work of the process
+/// (blocking store work, the replicator's tasks, routes that run JavaScript or build an
+/// index); and a pool nothing uses costs no thread. (On pthreads directly: CouchCore does
+/// without Foundation.)
+public final class ThreadPool: @unchecked Sendable {
+    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+    private var work: [@Sendable () -> Void] = []
+    private var head = 0
+    private let name: String
+    private let limit: Int
+    private let idleSeconds: Int
+    private var started = 0
+    private var waiting = 0
+
+    /// `name` (at most 15 bytes shown) names the threads, as `top -H` and debuggers list them.
+    public init(name: String, threads: Int, idleSeconds: Int = 10) {
+        self.name = name
+        limit = max(1, threads)
+        self.idleSeconds = max(1, idleSeconds)
+        pthread_mutex_init(mutex, nil)
+        pthread_cond_init(condition, nil)
+    }
+
+    deinit {
+        // Each thread holds its pool: this runs once the last one has ended.
+        pthread_cond_destroy(condition)
+        pthread_mutex_destroy(mutex)
+        condition.deallocate()
+        mutex.deallocate()
+    }
+
+    public func submit(_ item: @escaping @Sendable () -> Void) {
+        pthread_mutex_lock(mutex)
+        work.append(item)
+        // A waiting thread signalled but not yet awake still counts as waiting: work beyond
+        // what the waiting threads will take needs a thread of its own.
+        let startsThread = work.count - head > waiting && started < limit
+        if startsThread { started += 1 }
+        pthread_cond_signal(condition)
+        pthread_mutex_unlock(mutex)
+        if startsThread { startThread() }
+    }
+
+    private func startThread() {
+        var thread = pthread_t()
+        let context = Unmanaged.passRetained(self).toOpaque()
+        let created = pthread_create(&thread, nil, { context in
+            Unmanaged<ThreadPool>.fromOpaque(context!).takeRetainedValue().run()
+            return nil
+        }, context)
+        if created == 0 {
+            pthread_detach(thread)
+            return
+        }
+        Unmanaged<ThreadPool>.fromOpaque(context).release()
+        pthread_mutex_lock(mutex)
+        started -= 1
+        let orphaned = started == 0
+        pthread_mutex_unlock(mutex)
+        // No thread could be made (the process is out of them): rather than leave the work
+        // waiting for a thread that may never come, the caller does it.
+        while orphaned, let item = take() { item() }
+    }
+
+    private func take() -> (@Sendable () -> Void)? {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        guard head < work.count else { return nil }
+        return next()
+    }
+
+    /// The next item; the mutex is held.
+    private func next() -> @Sendable () -> Void {
+        let item = work[head]
+        head += 1
+        if head > 256 && head * 2 > work.count {
+            work.removeFirst(head)
+            head = 0
+        }
+        return item
+    }
+
+    private func run() {
+        // Process signals (SIGINT, SIGTERM) go to the threads that wait for them: a pool
+        // thread must not take and lose them.
+        var signals = sigset_t()
+        sigemptyset(&signals)
+        sigaddset(&signals, SIGINT)
+        sigaddset(&signals, SIGTERM)
+        pthread_sigmask(SIG_BLOCK, &signals, nil)
+        _ = setThreadName(pthread_self(), String(decoding: name.utf8.prefix(15), as: UTF8.self))
+        while true {
+            pthread_mutex_lock(mutex)
+            waiting += 1
+            while head == work.count {
+                var deadline = timespec()
+                clock_gettime(CLOCK_REALTIME, &deadline)
+                deadline.tv_sec += idleSeconds
+                if pthread_cond_timedwait(condition, mutex, &deadline) == ETIMEDOUT, head == work.count {
+                    waiting -= 1
+                    started -= 1
+                    pthread_mutex_unlock(mutex)
+                    return
+                }
+            }
+            waiting -= 1
+            let item = next()
+            pthread_mutex_unlock(mutex)
+            item()
+        }
+    }
+}
+
+/// glibc's `pthread_setname_np`, which its Swift overlay does not declare (it needs _GNU_SOURCE).
+@_silgen_name("pthread_setname_np")
+private func setThreadName(_ thread: pthread_t, _ name: UnsafePointer<CChar>) -> Int32

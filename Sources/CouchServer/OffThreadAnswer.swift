@@ -1,0 +1,54 @@
+import CouchCore
+
+/// A request answered on a pool thread instead of the libmicrohttpd worker that read it.
+/// Each worker serves many connections: while a handler runs, every other connection of its
+/// worker waits. Most answers take microseconds; these may take minutes (a view or Mango
+/// index built on its first query, a JavaScript function that loops), so their connection
+/// is suspended and the worker goes on serving the others.
+final class OffThreadAnswer: DeferredResponse, @unchecked Sendable {
+    private let pool: ThreadPool
+    private let answer: @Sendable () -> HTTPResponse
+
+    init(pool: ThreadPool, answer: @escaping @Sendable () -> HTTPResponse) {
+        self.pool = pool
+        self.answer = answer
+    }
+
+    func start(deliver: @escaping @Sendable (HTTPResponse) -> Void) {
+        pool.submit { [answer] in deliver(answer()) }
+    }
+
+    /// Whether a request's path names a route that runs design functions or builds an index:
+    /// `_view`, `_show`, `_list`, `_update`, `_rewrite` and `_search` of a design document,
+    /// `_find` (and their partitioned forms). Decided from the path alone, before the request
+    /// is parsed, so that the other requests pay for a few byte comparisons only.
+    static func mayRunLong(path: String) -> Bool {
+        if let answer = path.utf8.withContiguousStorageIfAvailable(namesLongRoute) { return answer }
+        return Array(path.utf8).withUnsafeBufferPointer(namesLongRoute)
+    }
+
+    private static let designFunctions = ["_view", "_show", "_list", "_update", "_rewrite", "_search"].map { Array($0.utf8) }
+    private static let find = Array("_find".utf8)
+    private static let design = Array("_design".utf8)
+
+    /// Segments are compared raw: a percent-encoded name (`_design%2Fddoc`) is simply not
+    /// recognised, and its request is answered on the worker as every other one is.
+    private static func namesLongRoute(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        // Most requests (`/db/doc`) name no underscored resource at all.
+        guard bytes.contains(UInt8(ascii: "_")) else { return false }
+        var segments: [UnsafeBufferPointer<UInt8>.SubSequence] = []
+        for segment in bytes.split(separator: UInt8(ascii: "/")) {
+            segments.append(segment)
+            if segments.count > 6 { break }
+        }
+        guard segments.count >= 2 else { return false }
+        // `/db/_partition/p/...` asks what `/db/...` would.
+        var rest = segments.dropFirst()
+        if rest.first.map({ $0.elementsEqual("_partition".utf8) }) == true { rest = rest.dropFirst(2) }
+        guard let first = rest.first else { return false }
+        if first.elementsEqual(find) { return rest.count == 1 }
+        guard first.elementsEqual(design), rest.count >= 3 else { return false }
+        let resource = rest[rest.startIndex + 2]
+        return designFunctions.contains { resource.elementsEqual($0) }
+    }
+}

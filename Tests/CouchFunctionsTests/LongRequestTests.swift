@@ -1,0 +1,58 @@
+import CouchCore
+import CouchServer
+import CouchTestSupport
+import Foundation
+import Testing
+
+/// Requests that may run long (design functions, index builds) are answered off the
+/// listener's threads: with a single listener thread, a show function or a view's map
+/// function that loops holds no other connection up.
+@Suite struct LongRequestTests {
+    private static func serverWithOneListenerThread() throws -> TestServer {
+        var configuration = ServerConfiguration.testing()
+        // Long enough that the requests made meanwhile come back first on a loaded machine.
+        configuration.functions.timeout = 10
+        let server = try TestServer(configuration: configuration) { $0.threadCount = 1 }
+        try server.createDatabase("db")
+        try server.createDatabase("other")
+        let design: JSONValue = [
+            "shows": ["loop": "function(doc, req) { while (true) {} }"],
+            "views": ["loop": ["map": "function(doc) { while (true) {} }"]],
+        ]
+        #expect(try server.json("PUT", "/db/_design/app", body: design.serializedString()).status == 201)
+        #expect(try server.json("PUT", "/db/doc", body: #"{"a":1}"#).status == 201)
+        return server
+    }
+
+    private static func othersAreAnswered(on server: TestServer, while slow: Background<(status: Int, json: JSONValue)>) -> Bool {
+        answeredWhile(slow, [
+            { try server.request("GET", "/").status == 200 },
+            { try server.json("GET", "/db/doc").status == 200 },
+            // (Into another database: the view would map a document written into its own.)
+            { try server.json("PUT", "/other/doc-\(UUID().uuidString)", body: "{}").status == 201 },
+        ], copies: 1)
+    }
+
+    @Test func aLoopingShowFunctionHoldsNoOtherConnection() throws {
+        let server = try Self.serverWithOneListenerThread()
+        defer { server.stop() }
+        let looping = Background { try server.json("GET", "/db/_design/app/_show/loop/doc") }
+        Thread.sleep(forTimeInterval: 0.2)
+        #expect(Self.othersAreAnswered(on: server, while: looping), "answered while the show function runs")
+        let (status, json) = try looping.value()
+        #expect(status == 500)
+        #expect(json["error"] == "os_process_error", "\(json.serializedString())")
+    }
+
+    @Test func aViewBuildingOnItsFirstQueryHoldsNoOtherConnection() throws {
+        let server = try Self.serverWithOneListenerThread()
+        defer { server.stop() }
+        let building = Background { try server.json("GET", "/db/_design/app/_view/loop") }
+        Thread.sleep(forTimeInterval: 0.2)
+        #expect(Self.othersAreAnswered(on: server, while: building), "answered while the view builds")
+        // A map function stopped for its time fails the query, as CouchDB's query server does.
+        let (status, json) = try building.value()
+        #expect(status == 500)
+        #expect(json["error"] == "os_process_error", "\(json.serializedString())")
+    }
+}

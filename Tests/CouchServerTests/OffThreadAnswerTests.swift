@@ -1,0 +1,26 @@
+@testable import CouchServer
+import Testing
+
+/// Which paths are answered off the listener's threads: the routes that run design functions
+/// or build an index, in their plain and partitioned forms, and nothing else.
+@Suite struct OffThreadAnswerTests {
+    @Test(arguments: [
+        "/db/_design/app/_view/by-name", "/db/_design/app/_view/by-name/queries", "/db/_design/app/_show/page/doc",
+        "/db/_design/app/_list/table/by-name", "/db/_design/app/_update/bump/doc", "/db/_design/app/_rewrite/x/y",
+        "/db/_design/app/_search/idx", "/db/_find", "//db//_find/", "/db/_partition/p/_find",
+        "/db/_partition/p/_design/app/_view/by-name",
+    ])
+    func longRoutes(path: String) {
+        #expect(OffThreadAnswer.mayRunLong(path: path))
+    }
+
+    @Test(arguments: [
+        "/", "/db", "/db/doc", "/db/doc/attachment", "/_all_dbs", "/db/_all_docs", "/db/_changes", "/db/_bulk_docs",
+        "/db/_design/app", "/db/_design/app/_info", "/db/_design/app/attachment.js", "/db/_explain", "/db/_index",
+        "/db/_find/more", "/db/_partition/p/_all_docs", "/db/_partition/p", "/db/_view_cleanup", "/db/_local/_view",
+        "/_find", "/db/doc/_design/app/_view/v",
+    ])
+    func otherRoutes(path: String) {
+        #expect(!OffThreadAnswer.mayRunLong(path: path))
+    }
+}
