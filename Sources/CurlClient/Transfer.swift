@@ -38,7 +38,7 @@ final class Transfer: @unchecked Sendable {
     private var ended = false
     private var failure: HTTPClientError?
     private var pieceWaiter: CheckedContinuation<[UInt8]?, Error>?
-    private(set) var cancelRequested = false
+    private var cancellationRequested = false
     /// Nanoseconds without a byte either way after which the transfer is abandoned.
     private let inactivityLimit: UInt64
     /// When a byte last moved, or a pause ended (guarded by `lock`): libcurl's own low-speed
@@ -263,8 +263,15 @@ final class Transfer: @unchecked Sendable {
 
     func requestCancellation() {
         lock.lock()
-        cancelRequested = true
+        cancellationRequested = true
         lock.unlock()
+    }
+
+    /// Read by the transfer loop while the requester may be setting it (ThreadSanitizer).
+    var cancelRequested: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return cancellationRequested
     }
 
     // MARK: - Reading (streaming modes, any thread)
