@@ -16,10 +16,10 @@ public struct DatabaseName: Hashable, Comparable, Sendable, CustomStringConverti
     }
 
     public static func isValid(_ raw: String) -> Bool {
-        if systemDatabases.contains(raw) { return true }
-        let bytes = Array(raw.utf8)
-        guard let first = bytes.first, first >= UInt8(ascii: "a"), first <= UInt8(ascii: "z"),
-              bytes.count <= maximumLength else { return false }
+        let bytes = raw.utf8
+        guard let first = bytes.first else { return false }
+        if first == UInt8(ascii: "_") { return systemDatabases.contains(raw) }
+        guard first >= UInt8(ascii: "a"), first <= UInt8(ascii: "z"), bytes.count <= maximumLength else { return false }
         return bytes.allSatisfy { byte in
             switch byte {
             case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"): true

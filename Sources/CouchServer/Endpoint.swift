@@ -126,8 +126,9 @@ public enum Endpoint: Sendable, Equatable {
 
     public init(path: String) throws(CouchError) {
         // Empty segments are dropped, as CouchDB's `string:tokens(Path, "/")` drops them:
-        // `/db//doc/` names `/db/doc`.
-        let segments = path.split(separator: "/")
+        // `/db//doc/` names `/db/doc`. Split on the byte, as CouchDB does (and without
+        // walking the path character by character).
+        let segments = path.utf8.split(separator: UInt8(ascii: "/")).map(Substring.init)
         guard let first = segments.first else {
             self = .server(.root)
             return
