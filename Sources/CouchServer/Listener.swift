@@ -117,11 +117,14 @@ public final class Listener: @unchecked Sendable {
                                     openConnections: { [unowned self] in openConnectionCount },
                                     openConnectionsFrom: { [unowned self] in openConnections(from: $0) }) { descriptor, peer in
                 var peer = peer
-                _ = withUnsafePointer(to: &peer) {
+                let added = withUnsafePointer(to: &peer) {
                     $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
                         MHD_add_connection(daemon, descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
                     }
                 }
+                // libmicrohttpd closes a connection it cannot take: its client sees it closed
+                // without an answer, which only this line explains.
+                if added != .YES { self.logger.warning("libmicrohttpd refused a connection; it was closed unanswered") }
             }
         } catch {
             MHD_stop_daemon(daemon)
