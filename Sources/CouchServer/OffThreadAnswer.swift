@@ -36,11 +36,8 @@ final class OffThreadAnswer: DeferredResponse, @unchecked Sendable {
     private static func namesLongRoute(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
         // Most requests (`/db/doc`) name no underscored resource at all.
         guard bytes.contains(UInt8(ascii: "_")) else { return false }
-        var segments: [UnsafeBufferPointer<UInt8>.SubSequence] = []
-        for segment in bytes.split(separator: UInt8(ascii: "/")) {
-            segments.append(segment)
-            if segments.count > 6 { break }
-        }
+        // Seven segments at most (`/db/_partition/p/_design/ddoc/_view/...`), the last one the rest.
+        let segments = bytes.split(separator: UInt8(ascii: "/"), maxSplits: 6)
         guard segments.count >= 2 else { return false }
         // `/db/_partition/p/...` asks what `/db/...` would.
         var rest = segments.dropFirst()
