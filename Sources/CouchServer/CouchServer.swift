@@ -135,8 +135,16 @@ public final class CouchServer: RequestHandler {
 
     /// Every request, on the listener's thread unless it may run long (`OffThreadAnswer`).
     public func handle(_ request: HTTPRequest) -> HTTPResponse {
-        guard OffThreadAnswer.mayRunLong(path: request.path) else { return answer(request) }
+        guard OffThreadAnswer.mayRunLong(path: request.path) || runsValidation(request) else { return answer(request) }
         return HTTPResponse(status: 200, body: .deferred(OffThreadAnswer(pool: longRequests) { [self] in answer(request) }))
+    }
+
+    /// A write into a database whose validation functions (JavaScript, which may loop until
+    /// its time limit) will judge it.
+    private func runsValidation(_ request: HTTPRequest) -> Bool {
+        guard let name = OffThreadAnswer.writtenDatabase(method: request.method, path: request.path),
+              databases.exists(name), let database = try? databases.database(name) else { return false }
+        return functions.validates(database)
     }
 
     /// CORS preflight, then authentication and authorization (once, by the policy in

@@ -18,13 +18,29 @@ final class OffThreadAnswer: DeferredResponse, @unchecked Sendable {
         pool.submit { [answer] in deliver(answer()) }
     }
 
-    /// Whether a request's path names a route that runs design functions or builds an index:
+    /// Whether a request's path names a route that runs design functions or builds an index
+    /// (writes into a database with validation functions are the server's to recognise):
     /// `_view`, `_show`, `_list`, `_update`, `_rewrite` and `_search` of a design document,
     /// `_find` (and their partitioned forms). Decided from the path alone, before the request
     /// is parsed, so that the other requests pay for a few byte comparisons only.
     static func mayRunLong(path: String) -> Bool {
         if let answer = path.utf8.withContiguousStorageIfAvailable(namesLongRoute) { return answer }
         return Array(path.utf8).withUnsafeBufferPointer(namesLongRoute)
+    }
+
+    /// The database a request may write documents into, running its validation functions:
+    /// `PUT`, `POST`, `DELETE` and `COPY` of `/db`, `/db/doc[/attachment]` and
+    /// `/db/_bulk_docs`. Whether the database has such functions is the server's to ask.
+    static func writtenDatabase(method: String, path: String) -> DatabaseName? {
+        guard method == "PUT" || method == "POST" || method == "DELETE" || method == "COPY" else { return nil }
+        let segments = path.utf8.split(separator: UInt8(ascii: "/"), maxSplits: 2)
+        guard let first = segments.first,
+              let name = PercentDecoding.decode(Substring(first), plusIsSpace: false) else { return nil }
+        if segments.count > 1 {
+            let second = segments[1]
+            if second.first == UInt8(ascii: "_"), !second.elementsEqual("_bulk_docs".utf8) { return nil }
+        }
+        return try? DatabaseName(name)
     }
 
     private static let designFunctions = ["_view", "_show", "_list", "_update", "_rewrite", "_search"].map { Array($0.utf8) }

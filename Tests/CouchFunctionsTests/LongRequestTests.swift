@@ -4,9 +4,10 @@ import CouchTestSupport
 import Foundation
 import Testing
 
-/// Requests that may run long (design functions, index builds) are answered off the
-/// listener's threads: with a single listener thread, a show function or a view's map
-/// function that loops holds no other connection up.
+/// Requests that may run long (design functions, index builds, writes that validation
+/// functions judge) are answered off the listener's threads: with a single listener thread, a
+/// show function, a view's map function or a validation function that loops holds no other
+/// connection up.
 @Suite struct LongRequestTests {
     private static func serverWithOneListenerThread() throws -> TestServer {
         var configuration = ServerConfiguration.testing()
@@ -18,6 +19,7 @@ import Testing
         let design: JSONValue = [
             "shows": ["loop": "function(doc, req) { while (true) {} }"],
             "views": ["loop": ["map": "function(doc) { while (true) {} }"]],
+            "validate_doc_update": "function(doc) { if (doc.loop) { while (true) {} } }",
         ]
         #expect(try server.json("PUT", "/db/_design/app", body: design.serializedString()).status == 201)
         #expect(try server.json("PUT", "/db/doc", body: #"{"a":1}"#).status == 201)
@@ -54,5 +56,17 @@ import Testing
         let (status, json) = try building.value()
         #expect(status == 500)
         #expect(json["error"] == "os_process_error", "\(json.serializedString())")
+    }
+
+    @Test func aLoopingValidationFunctionHoldsNoOtherConnection() throws {
+        let server = try Self.serverWithOneListenerThread()
+        defer { server.stop() }
+        let writing = Background { try server.json("PUT", "/db/slow", body: #"{"loop":true}"#) }
+        Thread.sleep(forTimeInterval: 0.2)
+        #expect(Self.othersAreAnswered(on: server, while: writing), "answered while the validation function runs")
+        let (status, json) = try writing.value()
+        #expect(status == 500)
+        #expect(json["error"] == "os_process_error", "\(json.serializedString())")
+        #expect(try server.json("GET", "/db/slow").status == 404, "the refused write left nothing")
     }
 }

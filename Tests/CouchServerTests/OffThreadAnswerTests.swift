@@ -23,4 +23,17 @@ import Testing
     func otherRoutes(path: String) {
         #expect(!OffThreadAnswer.mayRunLong(path: path))
     }
+
+    @Test func writesNameTheirDatabase() {
+        #expect(OffThreadAnswer.writtenDatabase(method: "PUT", path: "/db/doc")?.rawValue == "db")
+        #expect(OffThreadAnswer.writtenDatabase(method: "POST", path: "/db")?.rawValue == "db")
+        #expect(OffThreadAnswer.writtenDatabase(method: "POST", path: "/db/_bulk_docs")?.rawValue == "db")
+        #expect(OffThreadAnswer.writtenDatabase(method: "PUT", path: "/a%2Fb/doc/file.txt")?.rawValue == "a/b")
+        #expect(OffThreadAnswer.writtenDatabase(method: "DELETE", path: "/_users/org.couchdb.user:x")?.rawValue == "_users")
+        #expect(OffThreadAnswer.writtenDatabase(method: "COPY", path: "/db/doc")?.rawValue == "db")
+        for (method, path) in [("GET", "/db/doc"), ("HEAD", "/db/doc"), ("POST", "/_session"), ("POST", "/_replicate"),
+                               ("PUT", "/db/_local/x"), ("POST", "/db/_all_docs"), ("PUT", "/db/_security"), ("POST", "/")] {
+            #expect(OffThreadAnswer.writtenDatabase(method: method, path: path) == nil, "\(method) \(path)")
+        }
+    }
 }
