@@ -5,11 +5,13 @@ import Darwin
 #endif
 
 /// At most `threads` threads taking work from one queue, each started the first time work
-/// finds every started thread busy, and ended after `idleSeconds` without work. Unlike
-/// Dispatch's shared pools, whose width follows the number of cores and grows only after a
-/// delay when work blocks, work here never waits behind unrelated work of the process
-/// (blocking store work, the replicator's tasks, routes that run JavaScript or build an
-/// index); and a pool nothing uses costs no thread. (On pthreads directly: CouchCore does
+/// finds every started thread busy. Unlike Dispatch's shared pools, whose width follows the
+/// number of cores and grows only after a delay when work blocks, work here never waits
+/// behind unrelated work of the process (blocking store work, the replicator's tasks, routes
+/// that run JavaScript or build an index); and a pool nothing uses costs no thread. Threads
+/// stay once started: threads that ran JavaScript are known to its engine (which signals them
+/// for its garbage collector), and when idle ones ended, ThreadSanitizer's runtime failed a
+/// check of its own on a thread that had no state left. (On pthreads directly: CouchCore does
 /// without Foundation.)
 public final class ThreadPool: @unchecked Sendable {
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
@@ -18,21 +20,19 @@ public final class ThreadPool: @unchecked Sendable {
     private var head = 0
     private let name: String
     private let limit: Int
-    private let idleSeconds: Int
     private var started = 0
     private var waiting = 0
 
     /// `name` (at most 15 bytes shown) names the threads, as `top -H` and debuggers list them.
-    public init(name: String, threads: Int, idleSeconds: Int = 10) {
+    public init(name: String, threads: Int) {
         self.name = name
         limit = max(1, threads)
-        self.idleSeconds = max(1, idleSeconds)
         pthread_mutex_init(mutex, nil)
         pthread_cond_init(condition, nil)
     }
 
     deinit {
-        // Each thread holds its pool: this runs once the last one has ended.
+        // Each thread holds its pool: this runs only for a pool that never started one.
         pthread_cond_destroy(condition)
         pthread_mutex_destroy(mutex)
         condition.deallocate()
@@ -102,17 +102,7 @@ public final class ThreadPool: @unchecked Sendable {
         while true {
             pthread_mutex_lock(mutex)
             waiting += 1
-            while head == work.count {
-                var deadline = timespec()
-                clock_gettime(CLOCK_REALTIME, &deadline)
-                deadline.tv_sec += idleSeconds
-                if pthread_cond_timedwait(condition, mutex, &deadline) == ETIMEDOUT, head == work.count {
-                    waiting -= 1
-                    started -= 1
-                    pthread_mutex_unlock(mutex)
-                    return
-                }
-            }
+            while head == work.count { pthread_cond_wait(condition, mutex) }
             waiting -= 1
             let item = next()
             pthread_mutex_unlock(mutex)

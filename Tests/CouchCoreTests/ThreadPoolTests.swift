@@ -3,7 +3,7 @@ import Foundation
 import Testing
 
 /// The pool runs as many items at once as it has threads (started as work needs them), and
-/// keeps working after its idle threads have ended.
+/// no more.
 @Suite struct ThreadPoolTests {
     /// Items that each wait until all of them are running: they finish only if the pool ran
     /// them side by side.
@@ -45,13 +45,6 @@ import Testing
         }
         for _ in 0..<20 { #expect(done.wait(timeout: .now() + 30) == .success) }
         #expect(concurrency.most <= 2)
-    }
-
-    @Test func worksAgainAfterItsThreadsEndedIdle() {
-        let pool = ThreadPool(name: "test-pool", threads: 3, idleSeconds: 1)
-        #expect(runTogether(pool, count: 3))
-        Thread.sleep(forTimeInterval: 1.5)
-        #expect(runTogether(pool, count: 3))
     }
 }
 
