@@ -63,14 +63,9 @@ public final class Replication: @unchecked Sendable {
     /// Ends the job with a permanent failure (its local database was deleted).
     public func fail(_ error: ReplicationError) { handle(.fail(error)) }
 
-    /// Failures in a row since the job last made progress (the scheduler's `error_count`). A
-    /// request failing now counts as one, as it already makes `status` crashing or offline:
-    /// a job is never shown crashing with no error.
+    /// Sessions failed in a row since the job last made progress.
     public var consecutiveFailures: Int {
-        lock.withLock {
-            let failingNow = failingRequest != nil && (machine.state == .active || machine.state == .idle)
-            return machine.backoff.failures + (failingNow ? 1 : 0)
-        }
+        lock.withLock { machine.backoff.failures }
     }
 
     /// Called after each change of state (on the thread that caused it), with the new state.

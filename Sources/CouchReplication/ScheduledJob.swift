@@ -77,7 +77,13 @@ final class ScheduledJob: @unchecked Sendable {
         ]
     }
 
-    var errorCount: Int { run?.consecutiveFailures ?? 0 }
+    /// The scheduler's `error_count`: sessions failed in a row, and at least one while the job
+    /// shows `crashing` (its status turns so at a request's first failure, before the session
+    /// fails): a job is never shown crashing with no error.
+    var errorCount: Int {
+        guard let run else { return 0 }
+        return max(run.consecutiveFailures, state == "crashing" ? 1 : 0)
+    }
 
     var documentDatabase: JSONValue {
         if case .document(let database, _) = origin { return JSONValue(database.rawValue) }

@@ -86,7 +86,8 @@ import Testing
         // The entry that shows it crashing shows its error (read once: the state may move on).
         let entry = try await poll(30) { () async throws -> JSONValue? in
             let entry = try await a.call("GET", "/_scheduler/docs/_replicator/job").json
-            return entry["state"] == "crashing" ? entry : nil
+            // (`.none`, not `nil`: JSONValue reads `nil` as its own `null`.)
+            return entry["state"] == "crashing" ? entry : Optional<JSONValue>.none
         } ?? .null
         #expect((entry["error_count"]?.intValue ?? 0) > 0, "\(entry.serializedString())")
         #expect(entry["info"]?["error"]?.stringValue != nil, "\(entry.serializedString())")
