@@ -25,15 +25,18 @@ public enum Digest {
         return output
     }
 
-    public static func hex(_ bytes: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var out: [UInt8] = []
-        out.reserveCapacity(bytes.count * 2)
-        for byte in bytes {
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 0x0f)])
+    /// Lower-case hexadecimal digits, as CouchDB writes digests (`Base16` reads them back).
+    public static func hex<Bytes: Collection>(_ bytes: Bytes) -> String where Bytes.Element == UInt8 {
+        String(unsafeUninitializedCapacity: bytes.count * 2) { output in
+            func digit(_ nibble: UInt8) -> UInt8 { nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") - 10 + nibble }
+            var index = 0
+            for byte in bytes {
+                output[index] = digit(byte >> 4)
+                output[index + 1] = digit(byte & 0x0f)
+                index += 2
+            }
+            return index
         }
-        return String(decoding: out, as: UTF8.self)
     }
 
     /// Cryptographically random bytes (UUIDs, secrets).

@@ -83,7 +83,7 @@ extension RevisionTree {
             }
             let digest: String
             if flags & Self.flagHexDigest != 0 {
-                digest = Self.hexString(try reader.bytes(16))
+                digest = Digest.hex(try reader.bytes(16))
             } else {
                 let length = try reader.int()
                 let raw = try reader.bytes(length)
@@ -116,39 +116,12 @@ extension RevisionTree {
         out.append(UInt8(value))
     }
 
-    /// The 16 bytes a 32-character lowercase hexadecimal digest spells, nil for any other digest.
+    /// The 16 bytes of a digest of 32 lower-case hexadecimal digits (an upper-case one is
+    /// stored as text, so that it reads back as written).
     private static func hexBytes(_ digest: String) -> [UInt8]? {
         let utf8 = digest.utf8
-        guard utf8.count == 32 else { return nil }
-        var result: [UInt8] = []
-        result.reserveCapacity(16)
-        var high: UInt8?
-        for byte in utf8 {
-            let nibble: UInt8
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): nibble = byte - UInt8(ascii: "0")
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): nibble = byte - UInt8(ascii: "a") + 10
-            default: return nil
-            }
-            if let h = high {
-                result.append(h << 4 | nibble)
-                high = nil
-            } else {
-                high = nibble
-            }
-        }
-        return result
-    }
-
-    private static func hexString(_ bytes: ArraySlice<UInt8>) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var chars: [UInt8] = []
-        chars.reserveCapacity(bytes.count * 2)
-        for byte in bytes {
-            chars.append(digits[Int(byte >> 4)])
-            chars.append(digits[Int(byte & 0x0f)])
-        }
-        return String(decoding: chars, as: UTF8.self)
+        guard utf8.count == 32, !utf8.contains(where: { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "F") }) else { return nil }
+        return Base16.decode(utf8)
     }
 }
 

@@ -143,7 +143,7 @@ public final class CouchServer: RequestHandler {
     /// its time limit) will judge it.
     private func runsValidation(_ request: HTTPRequest) -> Bool {
         guard let name = OffThreadAnswer.writtenDatabase(method: request.method, path: request.path),
-              databases.exists(name), let database = try? databases.database(name) else { return false }
+              let database = try? databases.database(name) else { return false }
         return functions.validates(database)
     }
 

@@ -387,10 +387,10 @@ final class FaultyProxy: @unchecked Sendable {
         /// Returns once an answer has been relayed whole since the call (noted as "overtaken",
         /// not a fault of its own: this request is now out of order), or after `seconds`.
         func waitForALaterAnswer(atMost seconds: Double) {
-            let seen = responses.count
+            let seen = relayedCount
             let deadline = Date().addingTimeInterval(seconds)
             while Date() < deadline {
-                if responses.count > seen {
+                if relayedCount > seen {
                     lock.withLock { byKind["overtaken", default: 0] += 1 }
                     return
                 }
@@ -399,6 +399,7 @@ final class FaultyProxy: @unchecked Sendable {
         }
 
         var responses: [(target: String, bytes: Int)] { lock.withLock { forwarded } }
+        private var relayedCount: Int { lock.withLock { forwarded.count } }
         var injected: Int { lock.withLock { injectedCount } }
         var kinds: [String: Int] { lock.withLock { byKind } }
     }
