@@ -38,33 +38,93 @@ public final class DatabaseUpdateLog: @unchecked Sendable {
         sequence = try connection.scalarInt("SELECT max(sequence) FROM events") ?? 0
     }
 
+    /// Databases updated since the last write of the log, oldest first: `updated` events are
+    /// written in batches, as CouchDB's `global_changes` buffers them (`max_write_delay`), so
+    /// that a document write does not also pay a transaction of the log's.
+    private var pendingUpdates: [DatabaseName] = []
+    private var pendingSet: Set<DatabaseName> = []
+    private var notifiedSequence = 0
+    private static let batchDelay = DispatchTimeInterval.milliseconds(50)
+    private let flushQueue = DispatchQueue(label: "couchette.db-updates")
+
     /// The sequence of the latest event.
     public var lastSequence: Int {
         lock.lock()
         defer { lock.unlock() }
+        writePendingUpdates()
         return sequence
     }
 
     /// Records that `database` was created, updated or deleted; failures only lose the event.
     func record(_ type: EventType, _ database: DatabaseName) {
         lock.lock()
-        let next = sequence + 1
-        do {
-            try connection.run("INSERT OR REPLACE INTO events (type, db, sequence) VALUES (?, ?, ?)",
-                               [.text(type.rawValue), .text(database.rawValue), .int(next)])
-            sequence = next
-        } catch {
+        if type == .updated {
+            let first = pendingUpdates.isEmpty
+            if pendingSet.insert(database).inserted { pendingUpdates.append(database) }
             lock.unlock()
+            if first {
+                // A reader may have written them first (it reads after pending events):
+                // the feeds are told here in any case.
+                flushQueue.asyncAfter(deadline: .now() + Self.batchDelay) { [self] in
+                    lock.lock()
+                    writePendingUpdates()
+                    notifyNewEvents()
+                }
+            }
             return
         }
+        writePendingUpdates()
+        write([(type, database)])
+        notifyNewEvents()
+    }
+
+    /// Writes the events still pending (a server stopping calls it last).
+    public func flush() {
+        lock.lock()
+        writePendingUpdates()
+        notifyNewEvents()
+    }
+
+    /// With the lock held, which it releases: tells the feeds of events written since last told.
+    private func notifyNewEvents() {
+        let last = sequence, isNew = last > notifiedSequence
+        notifiedSequence = last
         lock.unlock()
-        notifier.post(.committed(sequence: next))
+        if isNew { notifier.post(.committed(sequence: last)) }
+    }
+
+    /// With the lock held: writes the pending `updated` events.
+    private func writePendingUpdates() {
+        guard !pendingUpdates.isEmpty else { return }
+        let events = pendingUpdates.map { (EventType.updated, $0) }
+        pendingUpdates.removeAll(keepingCapacity: true)
+        pendingSet.removeAll(keepingCapacity: true)
+        write(events)
+    }
+
+    /// With the lock held: writes `events` in one transaction, each at the next sequence.
+    private func write(_ events: [(EventType, DatabaseName)]) {
+        var next = sequence
+        do {
+            try connection.execute("BEGIN IMMEDIATE")
+            for (type, database) in events {
+                next += 1
+                try connection.run("INSERT OR REPLACE INTO events (type, db, sequence) VALUES (?, ?, ?)",
+                                   [.text(type.rawValue), .text(database.rawValue), .int(next)])
+            }
+            try connection.execute("COMMIT")
+        } catch {
+            try? connection.execute("ROLLBACK")
+            return
+        }
+        sequence = next
     }
 
     /// Events after `since` in sequence order (or all, newest first, when `descending`).
     public func events(since: Int, limit: Int, descending: Bool) -> [Event] {
         lock.lock()
         defer { lock.unlock() }
+        writePendingUpdates()
         var events: [Event] = []
         let sql = descending
             ? "SELECT sequence, db, type FROM events ORDER BY sequence DESC LIMIT ?"

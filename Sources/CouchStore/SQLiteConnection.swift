@@ -17,7 +17,17 @@ public final class SQLiteConnection {
         if let handle { _ = sqlite3_db_release_memory(handle) }
     }
 
+    /// Every write of a batch runs in its own savepoint, whose journal holds the original of
+    /// each page the write changes (a few pages for a document). SQLite spills that journal to
+    /// a temporary file past 64 KiB and then keeps writing it there for the rest of the
+    /// transaction: a 1,000-document `_bulk_docs` paid ~3,400 `pwrite`s of it (14 MB). Kept in
+    /// memory up to 4 MiB, it is emptied at each release instead.
+    private static let statementJournalsInMemory: Void = {
+        _ = couchette_sqlite3_set_statement_journal_spill(4 << 20)
+    }()
+
     public init(path: String, readOnly: Bool = false, create: Bool = false) throws(CouchError) {
+        Self.statementJournalsInMemory
         self.path = path
         var flags = SQLITE_OPEN_NOMUTEX | (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE)
         if create { flags |= SQLITE_OPEN_CREATE }

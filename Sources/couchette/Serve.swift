@@ -122,6 +122,7 @@ struct Serve: ParsableCommand {
             server.shutdown()
             listener.drain()
             listener.stop()
+            databases.updates.flush()
             logger.info("stopped")
         }
         try listener.start()

@@ -39,6 +39,7 @@ public final class TestServer: @unchecked Sendable {
     public func stop(keepData: Bool = false) {
         server.shutdown()
         listener.stop()
+        databases.updates.flush()
         if !keepData { try? FileManager.default.removeItem(atPath: directory) }
     }
 
