@@ -2,12 +2,19 @@ import CCrypto
 
 /// Digests from the system's libcrypto.
 public enum Digest {
+    /// OpenSSL 3 looks an algorithm up in its providers each time `EVP_md5()` is used (a lock
+    /// and hash-table lookups costing more than the MD5 of a 1 KB revision): fetched once.
+    /// A fetched `EVP_MD` is immutable and may be shared by threads (OpenSSL's threading notes).
+    nonisolated(unsafe) static let md5Algorithm: OpaquePointer? = EVP_MD_fetch(nil, "MD5", nil) ?? EVP_md5()
+    nonisolated(unsafe) static let sha1Algorithm: OpaquePointer? = EVP_MD_fetch(nil, "SHA1", nil) ?? EVP_sha1()
+    nonisolated(unsafe) static let sha256Algorithm: OpaquePointer? = EVP_MD_fetch(nil, "SHA256", nil) ?? EVP_sha256()
+
     public static func md5(_ bytes: [UInt8]) -> [UInt8] {
         var output = [UInt8](repeating: 0, count: Int(MD5_DIGEST_LENGTH))
         bytes.withUnsafeBufferPointer { input in
             output.withUnsafeMutableBufferPointer { out in
                 var length: UInt32 = 0
-                _ = EVP_Digest(input.baseAddress, input.count, out.baseAddress, &length, EVP_md5(), nil)
+                _ = EVP_Digest(input.baseAddress, input.count, out.baseAddress, &length, md5Algorithm, nil)
             }
         }
         return output
@@ -19,7 +26,7 @@ public enum Digest {
         bytes.withUnsafeBufferPointer { input in
             output.withUnsafeMutableBufferPointer { out in
                 var length: UInt32 = 0
-                _ = EVP_Digest(input.baseAddress, input.count, out.baseAddress, &length, EVP_sha1(), nil)
+                _ = EVP_Digest(input.baseAddress, input.count, out.baseAddress, &length, sha1Algorithm, nil)
             }
         }
         return output

@@ -7,7 +7,7 @@ public final class StreamingDigest {
 
     public init(_ algorithm: Algorithm) {
         context = EVP_MD_CTX_new()
-        EVP_DigestInit_ex(context, algorithm == .md5 ? EVP_md5() : EVP_sha256(), nil)
+        EVP_DigestInit_ex(context, algorithm == .md5 ? Digest.md5Algorithm : Digest.sha256Algorithm, nil)
     }
 
     deinit { EVP_MD_CTX_free(context) }
