@@ -157,29 +157,17 @@ public final class ViewIndex: @unchecked Sendable {
     /// Maps a batch over the available cores: the mapper is called on slices at once.
     private func mapInParallel(_ inputs: [MapInput]) throws(CouchError) -> [[[Emission]]] {
         guard !inputs.isEmpty else { return [] }
-        let slices = max(1, min(ProcessInfo.processInfo.activeProcessorCount, inputs.count / 100))
-        if slices == 1 { return try definition.mapper.map(inputs) }
-        let size = (inputs.count + slices - 1) / slices
-        let results = SliceResults(count: slices)
         let mapper = definition.mapper
-        DispatchQueue.concurrentPerform(iterations: slices) { slice in
-            let range = (slice * size)..<min(inputs.count, (slice + 1) * size)
-            guard !range.isEmpty else { return results.set(slice, .success([])) }
+        let slices = inputs.transformInParallelSlices(minimumSlice: 100) { slice -> Result<[[[Emission]]], CouchError> in
             do {
-                results.set(slice, .success(try mapper.map(Array(inputs[range]))))
+                return .success(try mapper.map(Array(slice)))
             } catch {
-                results.set(slice, .failure(error as? CouchError ?? CouchError.internalError("map failed: \(error)")))
+                return .failure(error as? CouchError ?? CouchError.internalError("map failed: \(error)"))
             }
         }
         var all: [[[Emission]]] = []
         all.reserveCapacity(inputs.count)
-        for result in results.values {
-            switch result {
-            case .success(let rows): all += rows
-            case .failure(let error): throw error
-            case nil: throw CouchError.internalError("map slice missing")
-            }
-        }
+        for slice in slices { all += try slice.get() }
         guard all.count == inputs.count else { throw CouchError.internalError("mapper answered \(all.count) of \(inputs.count) documents") }
         return all
     }
@@ -284,17 +272,5 @@ public final class ViewIndex: @unchecked Sendable {
         let total = try withReader { try $0.scalarInt("SELECT count(*) FROM rows WHERE view = ?", [.int(view)]) ?? 0 }
         stateLock.withLock { totals[view] = total }
         return total
-    }
-}
-
-/// Results of the parallel map's slices, each written by one thread.
-private final class SliceResults: @unchecked Sendable {
-    private let lock = NSLock()
-    private(set) var values: [Result<[[[Emission]]], CouchError>?]
-
-    init(count: Int) { values = Array(repeating: nil, count: count) }
-
-    func set(_ index: Int, _ value: Result<[[[Emission]]], CouchError>) {
-        lock.withLock { values[index] = value }
     }
 }

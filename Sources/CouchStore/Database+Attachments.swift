@@ -16,7 +16,9 @@ enum AttachmentInput {
 /// An edit made ready for the single writer on the request's own thread: attachments staged,
 /// the body serialized as stored, and its part of the revision ID's hashed term made, so the
 /// writer's batch does only what needs the writer (read the tree, merge, SQL).
-struct PreparedEdit {
+/// A class: batches pass each one through results and switches, where a struct of seven
+/// references was copied (retained field by field) several times per document.
+final class PreparedEdit: Sendable {
     let edit: DocumentEdit
     let attachments: [AttachmentInput]
     /// Blobs this edit holds in flight, released after the commit.

@@ -28,16 +28,20 @@ extension Database {
     public func bulkUpdate(_ edits: [DocumentEdit], newEdits: Bool, following: [String: StagedBlob] = [:],
                            keepingAbsentBodies: Bool = false, allOrNothing: Bool = false,
                            as user: UserContext = .internalWriter) throws -> [WriteResult] {
-        let prepared: [Result<PreparedEdit, CouchError>] = edits.map { edit in
-            do {
-                return .success(try prepare(edit, following: following, newEdits: newEdits,
-                                             keepingAbsentBodies: keepingAbsentBodies && !newEdits))
-            } catch let error as CouchError {
-                return .failure(error)
-            } catch {
-                return .failure(CouchError.internalError("cannot stage attachments"))
+        // Serialising bodies and hashing revisions needs no writer: a large batch spreads it
+        // over the cores before the writer's single thread takes over.
+        let prepared: [Result<PreparedEdit, CouchError>] = edits.transformInParallelSlices(minimumSlice: 64) { slice in
+            slice.map { edit in
+                do {
+                    return .success(try prepare(edit, following: following, newEdits: newEdits,
+                                                 keepingAbsentBodies: keepingAbsentBodies && !newEdits))
+                } catch let error as CouchError {
+                    return .failure(error)
+                } catch {
+                    return .failure(CouchError.internalError("cannot stage attachments"))
+                }
             }
-        }
+        }.flatMap { $0 }
         let checks = validateBeforeWriting(prepared, newEdits: newEdits, user: user)
         noteDesignWrite(edits)
         defer { noteDesignWrite(edits) }
