@@ -175,16 +175,18 @@ public final class LocalEndpoint: DatabaseEndpoint, @unchecked Sendable {
     /// once) and the document's revision tree; nil when the document does not exist.
     static func leaves(_ database: Database, _ id: DocumentID, _ requested: [RevisionID],
                        latest: Bool) throws -> (tree: RevisionTree, revisions: [(RevisionID, StoredRevision?)])? {
-        guard let record = try database.record(id) else { return nil }
-        var revisions: [RevisionID] = []
-        var seen = Set<RevisionID>()
-        for revision in requested {
-            let resolved = latest && record.tree.contains(revision)
-                ? record.tree.leaves(descendingFrom: revision).map(\.revision) : [revision]
-            for leaf in resolved where seen.insert(leaf).inserted { revisions.append(leaf) }
-        }
-        let (current, stored) = try database.revisions(id, revisions)
-        return ((current ?? record).tree, Array(zip(revisions, stored)))
+        let read = try database.revisions(id, choosing: { tree in
+            var revisions: [RevisionID] = []
+            var seen = Set<RevisionID>()
+            for revision in requested {
+                let resolved = latest && tree.contains(revision)
+                    ? tree.leaves(descendingFrom: revision).map(\.revision) : [revision]
+                for leaf in resolved where seen.insert(leaf).inserted { revisions.append(leaf) }
+            }
+            return revisions
+        })
+        guard let (record, revisions, stored) = read else { return nil }
+        return (record.tree, Array(zip(revisions, stored)))
     }
 
     /// A stored revision's JSON without `_attachments`: `_id`, `_rev`, the body, `_deleted`, `_revisions`.

@@ -49,20 +49,28 @@ extension Database {
         return snapshot
     }
 
-    /// Several revisions of one document read consistently (`open_revs`): nil where a
-    /// revision is unknown or its body is gone.
-    public func revisions(_ id: DocumentID, _ revisions: [RevisionID]) throws -> (DocumentRecord?, [StoredRevision?]) {
+    /// The revisions `choose` picks from a document's tree, read consistently with that tree
+    /// (`open_revs`, `_bulk_get`, the replicator, dumps): nil when the document never existed;
+    /// a nil body where a picked revision is unknown or its body is gone. The winner alone (what
+    /// a replicator usually asks for) costs one statement, as a plain GET does.
+    public func revisions(_ id: DocumentID, choosing choose: (RevisionTree) -> [RevisionID]) throws
+        -> (record: DocumentRecord, revisions: [RevisionID], bodies: [StoredRevision?])? {
         try readers.withConnection { connection in
+            guard let current = try Self.currentSnapshot(id, connection: connection) else { return nil }
+            let picked = choose(current.record.tree)
+            if picked.allSatisfy({ $0 == current.record.winner }) {
+                return (current.record, picked, picked.map { _ in current.revision })
+            }
             try connection.run("BEGIN")
             defer { try? connection.run("COMMIT") }
-            guard let record = try Self.record(id, connection: connection) else {
-                return (nil, revisions.map { _ in nil })
-            }
-            let stored = try revisions.map { revision -> StoredRevision? in
+            // Read again in the transaction: a write may have come between the two.
+            guard let record = try Self.record(id, connection: connection) else { return nil }
+            let revisions = choose(record.tree)
+            let bodies = try revisions.map { revision -> StoredRevision? in
                 guard let node = record.tree.node(revision), node.hasBody || revision == record.winner else { return nil }
                 return try Self.revisionBody(record, revision, connection: connection)
             }
-            return (record, stored)
+            return (record, revisions, bodies)
         }
     }
 

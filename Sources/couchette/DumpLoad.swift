@@ -14,10 +14,8 @@ enum DumpFormat {
 
     /// One document's line (without its newline).
     static func line(for id: DocumentID, in database: Database) throws -> [UInt8]? {
-        guard let record = try database.record(id) else { return nil }
-        let leaves = record.tree.leaves.map(\.revision)
-        let (current, stored) = try database.revisions(id, leaves)
-        let tree = (current ?? record).tree
+        guard let (record, _, stored) = try database.revisions(id, choosing: { $0.leaves.map(\.revision) }) else { return nil }
+        let tree = record.tree
         var revisions: [JSONValue] = []
         for case let revision? in stored {
             var document: JSONObject = ["_id": JSONValue(id.rawValue), "_rev": JSONValue(revision.revision.description)]

@@ -57,14 +57,14 @@ enum BulkGetRoute {
                 return [.failed(id: item.id, revision: nil, error: error)]
             }
         }
-        guard let record = try database.record(item.id) else {
+        guard let (record, revisions, stored) = try database.revisions(item.id, choosing: {
+            OpenRevisionsResponse.resolve([revision], tree: $0, latest: latest)
+        }) else {
             return [.failed(id: item.id, revision: revision, error: .notFound("missing"))]
         }
-        let revisions = OpenRevisionsResponse.resolve([revision], tree: record.tree, latest: latest)
-        let (current, stored) = try database.revisions(item.id, revisions)
         return zip(revisions, stored).map { revision, body in
             guard let body else { return .failed(id: item.id, revision: revision, error: .notFound("missing")) }
-            return .found(body, current ?? record)
+            return .found(body, record)
         }
     }
 

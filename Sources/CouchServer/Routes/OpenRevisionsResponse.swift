@@ -13,19 +13,19 @@ enum OpenRevisionsResponse {
         options.conflicts = try context.boolOption("conflicts")
         options.attachments = try AttachmentRenderOptions(context, store: database.attachments)
 
-        guard let record = try database.record(id) else {
+        guard let (record, revisions, stored) = try database.revisions(id, choosing: {
+            resolve(requested, tree: $0, latest: latest)
+        }) else {
             if requested == nil { throw CouchError.notFound("missing") }
             return try render(context, results: requested!.map { .missing($0) })
         }
-        let revisions = resolve(requested, tree: record.tree, latest: latest)
-        let (current, stored) = try database.revisions(id, revisions)
         // Bodies an on-demand pull left on its source are fetched first (a peer pulling from here needs them).
         let results: [Result] = try zip(revisions, stored).map { revision, body in
             guard let body else { return .missing(revision) }
-            let sending = Set(options.attachments.sending(body, record: current ?? record).map(\.name))
+            let sending = Set(options.attachments.sending(body, record: record).map(\.name))
             return .found(sending.isEmpty ? body : try context.server.materializingBodies(of: body, named: sending, in: database))
         }
-        return try render(context, results: results, record: current ?? record, options: options)
+        return try render(context, results: results, record: record, options: options)
     }
 
     enum Result {
