@@ -119,6 +119,8 @@ public struct RevisionID: Hashable, Comparable, Sendable, CustomStringConvertibl
     /// their text does; a hex digest against another kind compares by the bytes it encodes.
     static func order(_ lhs: RevisionID, _ rhs: RevisionID) -> Int {
         if lhs.generation != rhs.generation { return lhs.generation < rhs.generation ? -1 : 1 }
+        // Equal digests, what a tree lookup ends on, need neither scan below.
+        if lhs.digest == rhs.digest { return 0 }
         let leftHex = isHex32(lhs.digest.utf8), rightHex = isHex32(rhs.digest.utf8)
         if leftHex == rightHex { return compareBytes(lhs.digest, rhs.digest) }
         let binaryOrder = compareBinaries(lhs.digestBinary, rhs.digestBinary)
