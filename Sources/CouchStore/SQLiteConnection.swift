@@ -18,12 +18,15 @@ public final class SQLiteConnection {
     }
 
     /// Every write of a batch runs in its own savepoint, whose journal holds the original of
-    /// each page the write changes (a few pages for a document). SQLite spills that journal to
-    /// a temporary file past 64 KiB and then keeps writing it there for the rest of the
-    /// transaction: a 1,000-document `_bulk_docs` paid ~3,400 `pwrite`s of it (14 MB). Kept in
-    /// memory up to 4 MiB, it is emptied at each release instead.
+    /// each page the write changes. SQLite spills that journal to a temporary file past 64 KiB
+    /// and then writes it there for the rest of the transaction: a 1,000-document `_bulk_docs`
+    /// paid ~3,400 `pwrite`s of it (14 MB). Held in memory always (`-1`), it costs what the
+    /// write's own pages cost (a few for a document; a document's size at worst, whose body is
+    /// in memory anyway) and is emptied at each release. A threshold is no middle way: SQLite
+    /// allocates all of it for every journal (4 MiB were mapped and unmapped for each write,
+    /// and at 128 KiB `_bulk_docs` spilled again; server CPU per document 20 µs against 24).
     private static let statementJournalsInMemory: Void = {
-        _ = couchette_sqlite3_set_statement_journal_spill(4 << 20)
+        _ = couchette_sqlite3_set_statement_journal_spill(-1)
     }()
 
     public init(path: String, readOnly: Bool = false, create: Bool = false) throws(CouchError) {

@@ -96,6 +96,7 @@ struct Serve: ParsableCommand {
         // Databases, blobs and _users' password hashes are for this user's eyes only.
         umask(0o077)
         MemoryRelease.limitArenas(to: 4)
+        MemoryRelease.returnLargeBlocks(from: 256 << 10)
         var configuration = try serverConfiguration(logger: logger)
         DescriptorLimit.apply(to: &configuration.listener, logger: logger)
         let databases = try DatabaseManager(directory: dataDirectory)
