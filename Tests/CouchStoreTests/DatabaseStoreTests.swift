@@ -73,6 +73,34 @@ import Testing
         #expect(changes.map(\.sequence) == [1, 2, 3])
     }
 
+    /// A large batch is prepared on several threads: its results, revisions and sequences must
+    /// still follow the batch's order, as one document written at a time would give them.
+    @Test func aLargeBatchKeepsItsOrderAndTheRevisionsOfSingleWrites() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let manager = try DatabaseManager(directory: directory)
+        let batch = try manager.create(try DatabaseName("batch"))
+        let single = try manager.create(try DatabaseName("single"))
+        for database in [batch, single] { _ = try database.update(try edit("doc0100", "{}")) }
+        let edits = try (0..<500).map { index in
+            index % 7 == 3
+                ? try edit(String(format: "doc%04d", index), #"{"n":\#(index),"_attachments":{"a.txt":{"content_type":"text/plain","data":"aGk="}}}"#)
+                : try edit(String(format: "doc%04d", index), #"{"n":\#(index),"s":"\#(String(repeating: "x", count: index))"}"#)
+        }
+        let results = try batch.bulkUpdate(edits, newEdits: true)
+        #expect(results.count == 500)
+        for (index, edit) in edits.enumerated() {
+            if index == 100 {
+                #expect((try? results[index].get()) == nil)  // a conflict: the document exists
+                continue
+            }
+            #expect(try results[index].get() == (try single.update(edit)), "\(index)")
+        }
+        let changes = try batch.changes(ChangesQuery())
+        #expect(changes.map(\.id.rawValue) == ["doc0100"] + edits.map(\.id!.rawValue).filter { $0 != "doc0100" })
+        let attached = try #require(try batch.document(DocumentID("doc0003")).revision.attachments.first)
+        #expect(try batch.attachments.read(attached.blobKey) == Array("hi".utf8))
+    }
+
     @Test func deletingADatabaseRemovesItsFiles() throws {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let manager = try DatabaseManager(directory: directory)
