@@ -1,3 +1,4 @@
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -19,9 +20,31 @@ public final class ThreadPool: @unchecked Sendable {
     private var work: [@Sendable () -> Void] = []
     private var head = 0
     private let name: String
-    private let limit: Int
+    private var limit: Int
     private var started = 0
     private var waiting = 0
+
+    /// The process's one pool of this name, allowed at least `threads` threads. Threads never
+    /// end, so a pool per server would leave its threads behind each server a process starts
+    /// and stops (a test run reached ~900 threads); the servers of one process share theirs,
+    /// as many at once as the largest of them asked for.
+    public static func shared(name: String, threads: Int) -> ThreadPool {
+        let pool = sharedPools.withLock { pools in
+            if let pool = pools[name] { return pool }
+            let pool = ThreadPool(name: name, threads: threads)
+            pools[name] = pool
+            return pool
+        }
+        pool.allow(threads)
+        return pool
+    }
+    private static let sharedPools = Mutex<[String: ThreadPool]>([:])
+
+    private func allow(_ threads: Int) {
+        pthread_mutex_lock(mutex)
+        limit = max(limit, threads)
+        pthread_mutex_unlock(mutex)
+    }
 
     /// `name` (at most 15 bytes shown) names the threads, as `top -H` and debuggers list them.
     public init(name: String, threads: Int) {

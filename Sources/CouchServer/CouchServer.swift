@@ -42,7 +42,7 @@ public final class CouchServer: RequestHandler {
     /// Trims the allocator once requests stop (see `IdleMemoryRelease`).
     private let idleMemoryRelease: IdleMemoryRelease
     /// Where requests that may run long are answered (see `OffThreadAnswer`): as many at
-    /// once as the listener has workers.
+    /// once as the listener has workers (a pool the servers of one process share).
     private let longRequests: ThreadPool
 
     /// A server for `databases`, its admins (stored hashed) and session secret kept in
@@ -84,7 +84,7 @@ public final class CouchServer: RequestHandler {
         self.metrics = metrics
         idleMemoryRelease = IdleMemoryRelease(requestCount: { [weak metrics] in metrics?.requestCount ?? 0 },
                                               releaseCaches: { [weak databases] in databases?.releaseCacheMemory() })
-        longRequests = ThreadPool(name: "long-requests", threads: configuration.listener.threadCount)
+        longRequests = ThreadPool.shared(name: "long-requests", threads: configuration.listener.threadCount)
         replicatorDatabase.start()
     }
 

@@ -31,6 +31,16 @@ import Testing
         #expect(runTogether(pool, count: 6))
     }
 
+    /// Servers started one after another in a process share one pool of a name, as large as
+    /// the largest asked for, instead of each leaving its threads behind.
+    @Test func aSharedPoolIsOnePerNameAndGrowsToTheLargestAsked() {
+        let small = ThreadPool.shared(name: "test-shared", threads: 1)
+        let large = ThreadPool.shared(name: "test-shared", threads: 4)
+        #expect(small === large)
+        #expect(small !== ThreadPool.shared(name: "test-other", threads: 4))
+        #expect(runTogether(small, count: 4))
+    }
+
     @Test func itemsBeyondItsThreadsWaitTheirTurn() {
         let pool = ThreadPool(name: "test-pool", threads: 2)
         let concurrency = Concurrency()
