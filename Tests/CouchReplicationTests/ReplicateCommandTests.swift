@@ -14,7 +14,7 @@ import Testing
             let (outputPath, errorPath) = (directory + "/stdout", directory + "/stderr")
             _ = FileManager.default.createFile(atPath: outputPath, contents: nil)
             _ = FileManager.default.createFile(atPath: errorPath, contents: nil)
-            let process = Process()
+            let process = ChildProcess()
             process.executableURL = ServerProcess.executable
             process.currentDirectoryURL = URL(fileURLWithPath: directory)
             process.arguments = arguments

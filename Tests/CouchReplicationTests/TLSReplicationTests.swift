@@ -9,7 +9,7 @@ import Testing
     /// Runs a shell command and returns its standard output; throws if it fails.
     @discardableResult
     static func shell(_ command: String) throws -> String {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/bin/sh")
         process.arguments = ["-c", command + " 2>/dev/null"]
         let output = Pipe()
@@ -32,7 +32,7 @@ import Testing
         let pin = "sha256//" + (try Self.shell(
             "openssl x509 -in \(cert) -pubkey -noout | openssl pkey -pubin -outform der | openssl dgst -sha256 -binary | base64"))
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Support/tls_proxy.py").path
-        let proxy = Process()
+        let proxy = ChildProcess()
         proxy.executableURL = URL(fileURLWithPath: "/bin/sh")
         // Its output goes to files, never to the test runner's pipes, which it would hold open.
         proxy.arguments = ["-c", "exec python3 \(script) \(cert) \(key) \(b.port) > \(portFile) 2>/dev/null </dev/null"]

@@ -18,7 +18,7 @@ import Testing
 
     /// A running `couchette serve`, its output in files.
     final class Subprocess {
-        let process = Process()
+        let process = ChildProcess()
         let output: String
         let errors: String
         private(set) var port = 0

@@ -176,7 +176,7 @@ import Testing
     @Test func feedsBeyondTheDescriptorLimitAreShedAndTheServerRecovers() throws {
         let directory = TestServer.makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/bin/sh")
         // A hard limit of 320 open files: the server keeps 256 for itself, 64 for connections.
         process.arguments = ["-c", "ulimit -n 320 && ulimit -Hn 320 && exec \"$0\" serve --port 0 --data-dir \"$1\"",

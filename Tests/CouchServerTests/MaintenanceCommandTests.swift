@@ -6,7 +6,7 @@ import Testing
 /// `couchette version` and `couchette compact`, run as a user runs them.
 @Suite struct MaintenanceCommandTests {
     private func run(_ arguments: [String], executable: String? = nil) throws -> (status: Int32, output: String) {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = executable.map(URL.init(fileURLWithPath:)) ?? ServerProcess.executable
         process.arguments = arguments
         let output = Pipe()

@@ -3,7 +3,7 @@ import Foundation
 /// The `couchette` executable started as its own process, for tests that measure the
 /// server from outside (resident memory, threads, logs).
 public final class ServerProcess: @unchecked Sendable {
-    public let process = Process()
+    public let process = ChildProcess()
     public let directory: String
     public private(set) var port = 0
     private let output = Pipe()
@@ -69,12 +69,7 @@ public final class ServerProcess: @unchecked Sendable {
     deinit { if process.isRunning { process.terminate() } }
 }
 
-/// Starts `process`, one at a time across the test process: Foundation's `Process.run()` was
-/// seen crashing in its spawning code when two tests started processes at the same moment.
-public func launch(_ process: Process) throws {
-    try ProcessLaunch.lock.withLock { try process.run() }
-}
-
-private enum ProcessLaunch {
-    static let lock = NSLock()
+/// Starts `process` (`ChildProcess` says why not Foundation's `Process`).
+public func launch(_ process: ChildProcess) throws {
+    try process.run()
 }
