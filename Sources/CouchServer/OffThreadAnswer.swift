@@ -30,7 +30,8 @@ final class OffThreadAnswer: DeferredResponse, @unchecked Sendable {
 
     /// The database a request may write documents into, running its validation functions:
     /// `PUT`, `POST`, `DELETE` and `COPY` of `/db`, `/db/doc[/attachment]` and
-    /// `/db/_bulk_docs`. Whether the database has such functions is the server's to ask.
+    /// `/db/_bulk_docs` (design documents are not theirs to judge, as in CouchDB). Whether the
+    /// database has such functions is the server's to ask.
     static func writtenDatabase(method: String, path: String) -> DatabaseName? {
         guard method == "PUT" || method == "POST" || method == "DELETE" || method == "COPY" else { return nil }
         let segments = path.utf8.split(separator: UInt8(ascii: "/"), maxSplits: 2)

@@ -32,7 +32,7 @@ import Testing
         #expect(OffThreadAnswer.writtenDatabase(method: "DELETE", path: "/_users/org.couchdb.user:x")?.rawValue == "_users")
         #expect(OffThreadAnswer.writtenDatabase(method: "COPY", path: "/db/doc")?.rawValue == "db")
         for (method, path) in [("GET", "/db/doc"), ("HEAD", "/db/doc"), ("POST", "/_session"), ("POST", "/_replicate"),
-                               ("PUT", "/db/_local/x"), ("POST", "/db/_all_docs"), ("PUT", "/db/_security"), ("POST", "/")] {
+                               ("PUT", "/db/_local/x"), ("PUT", "/db/_design/app"), ("POST", "/db/_all_docs"), ("PUT", "/db/_security"), ("POST", "/")] {
             #expect(OffThreadAnswer.writtenDatabase(method: method, path: path) == nil, "\(method) \(path)")
         }
     }
