@@ -133,6 +133,8 @@ extension CouchError {
     public static let databaseExists = CouchError(.fileExists, "The database could not be created, the file already exists.")
     public static func internalError(_ reason: String) -> CouchError { CouchError(.internalServerError, reason) }
     public static let storageFull = CouchError(.insufficientStorage, "There is no space left on the storage device.")
+    /// Work stopped because its client hung up (`RequestCancellation`); nobody reads the answer.
+    public static let clientGone = CouchError(.stopped, "The client closed the connection.")
 
     /// The error for a failed write of a file: `storageFull` when the disk (or the process's
     /// file size limit) is the cause, so clients can tell it from a fault of the server.

@@ -84,7 +84,8 @@ extension ResponseStream {
 }
 
 /// A response whose status is not known yet (`POST /_replicate` waits for its replication):
-/// `start` is called once and must call `deliver` once, from any thread.
+/// `start` is called once and must call `deliver` once, from any thread. `cancellation` is
+/// set if the client hangs up first.
 public protocol DeferredResponse: AnyObject, Sendable {
-    func start(deliver: @escaping @Sendable (HTTPResponse) -> Void)
+    func start(cancellation: RequestCancellation, deliver: @escaping @Sendable (HTTPResponse) -> Void)
 }

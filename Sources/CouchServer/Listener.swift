@@ -315,10 +315,10 @@ public final class Listener: @unchecked Sendable {
             mhdResponse = MHD_create_response_from_fd_at_offset64(UInt64(length), descriptor, UInt64(offset))
             if mhdResponse == nil { close(descriptor) }
         case .deferred(let deferred):
-            let waiting = DeferredConnection(connection: state.connection, headers: response.headers)
+            let waiting = DeferredConnection(connection: state.connection, headers: response.headers, listener: self)
             state.deferred = waiting
             register(waiting)
-            deferred.start { waiting.deliver($0) }
+            deferred.start(cancellation: waiting.cancellation) { waiting.deliver($0) }
             if waiting.suspendUnlessDelivered() { return .YES }
             let delivered = waiting.take() ?? .error(CouchError.internalError("no response"))
             state.deferred = nil

@@ -170,18 +170,24 @@ final class StreamConnection: @unchecked Sendable {
 }
 
 /// A connection waiting for a deferred response: suspended until it is delivered, then
-/// resumed so that libmicrohttpd calls the access handler again, which queues it.
+/// resumed so that libmicrohttpd calls the access handler again, which queues it. While it
+/// waits, its socket is watched: a client that hangs up cancels the work (`cancellation`).
 final class DeferredConnection: @unchecked Sendable {
     private let connection: OpaquePointer
+    private let descriptor: Int32
     private let headers: [(name: String, value: String)]
+    private weak var listener: Listener?
+    let cancellation = RequestCancellation()
     private let lock = NSLock()
     private var response: HTTPResponse?
     private var suspended = false
     private var closed = false
 
-    init(connection: OpaquePointer, headers: [(name: String, value: String)]) {
+    init(connection: OpaquePointer, headers: [(name: String, value: String)], listener: Listener) {
         self.connection = connection
         self.headers = headers
+        self.listener = listener
+        descriptor = couchette_mhd_connection_fd(connection)
     }
 
     /// Suspends the connection unless the response is already there (then false).
@@ -191,6 +197,7 @@ final class DeferredConnection: @unchecked Sendable {
         if response != nil { return false }
         suspended = true
         MHD_suspend_connection(connection)
+        listener?.hangups?.watch(descriptor) { [cancellation] in cancellation.cancel() }
         return true
     }
 
@@ -205,6 +212,7 @@ final class DeferredConnection: @unchecked Sendable {
         response = delivered
         if suspended && !closed {
             suspended = false
+            listener?.hangups?.unwatch(descriptor)
             MHD_resume_connection(connection)
         }
     }
@@ -215,6 +223,8 @@ final class DeferredConnection: @unchecked Sendable {
 
     func connectionClosed() {
         lock.withLock { closed = true }
+        listener?.hangups?.unwatch(descriptor)
+        cancellation.cancel()
     }
 }
 

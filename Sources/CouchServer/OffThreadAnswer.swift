@@ -14,8 +14,12 @@ final class OffThreadAnswer: DeferredResponse, @unchecked Sendable {
         self.answer = answer
     }
 
-    func start(deliver: @escaping @Sendable (HTTPResponse) -> Void) {
-        pool.submit { [answer] in deliver(answer()) }
+    /// The answer runs with `cancellation` as its thread's current one, so the work inside
+    /// (functions, scans) stops when the client hangs up.
+    func start(cancellation: RequestCancellation, deliver: @escaping @Sendable (HTTPResponse) -> Void) {
+        pool.submit { [answer] in
+            deliver(RequestCancellation.withCurrent(cancellation) { answer() })
+        }
     }
 
     /// Whether a request's path names a route that runs design functions or builds an index

@@ -110,7 +110,8 @@ final class ReplicationAnswer: DeferredResponse, @unchecked Sendable {
         self.cancelling = cancelling
     }
 
-    func start(deliver: @escaping @Sendable (HTTPResponse) -> Void) {
+    /// The replication goes on if the client hangs up, as CouchDB's does.
+    func start(cancellation: RequestCancellation, deliver: @escaping @Sendable (HTTPResponse) -> Void) {
         let (scheduler, settings, cancelling) = (self.scheduler, self.settings, self.cancelling)
         ReplicationTasks.task {
             do {
