@@ -13,6 +13,7 @@ let package = Package(
         .library(name: "CouchIndex", targets: ["CouchIndex"]),
         .library(name: "CouchMango", targets: ["CouchMango"]),
         .executable(name: "couchette", targets: ["couchette"]),
+        .executable(name: "couchette-functions", targets: ["couchette-functions"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -43,10 +44,14 @@ let package = Package(
         .target(name: "CouchStore", dependencies: [
             "CouchCore", "CSQLite", .product(name: "Logging", package: "swift-log"),
         ]),
-        // Design-document functions: the JavaScript engine, native functions, validation and filters.
+        // Design-document functions: validation, filters, views, shows... run in worker processes
+        // (one database's each), and native Swift functions. The server never loads the engine.
         .target(name: "CouchFunctions", dependencies: [
-            "CouchCore", "CJavaScriptCore", .product(name: "Logging", package: "swift-log"),
+            "CouchCore", .product(name: "Logging", package: "swift-log"),
         ]),
+        // The worker's side: the JavaScript engine with CouchDB's environment.
+        .target(name: "CouchFunctionsEngine", dependencies: ["CouchCore", "CouchFunctions", "CJavaScriptCore"]),
+        .executableTarget(name: "couchette-functions", dependencies: ["CouchFunctionsEngine"]),
         // Indexes derived from a database (views, Mango's JSON indexes): SQLite files beside it.
         .target(name: "CouchIndex", dependencies: [
             "CouchCore", "CouchStore", "CouchFunctions", .product(name: "Logging", package: "swift-log"),
@@ -87,7 +92,7 @@ let package = Package(
             "CouchIndex", "CouchFunctions", "CouchServer", "CouchStore", "CouchCore", "CouchTestSupport",
         ]),
         .testTarget(name: "CouchFunctionsTests", dependencies: [
-            "CouchFunctions", "CouchServer", "CouchReplication", "CouchStore", "CouchCore", "CouchTestSupport",
+            "CouchFunctions", "CouchFunctionsEngine", "CouchServer", "CouchReplication", "CouchStore", "CouchCore", "CouchTestSupport",
         ]),
     ],
     swiftLanguageModes: [.v6]

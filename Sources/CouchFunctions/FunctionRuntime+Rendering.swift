@@ -1,4 +1,3 @@
-import CJavaScriptCore
 import CouchCore
 
 /// Show, list, update and rewrite functions: each call answers what CouchDB's query server
@@ -19,7 +18,7 @@ extension FunctionRuntime {
                      document: [UInt8]?, request: JSONValue) throws(CouchError) -> JSONValue {
         let source = try Self.source(design.shows[name], member: "shows", name: name, design: design)
         let key = design.key(.show, name, database: database)
-        return try render(key: key, source: source, design: design, driver: "runShow",
+        return try render(key: key, source: source, design: design, database: database, driver: "runShow",
                           arguments: [document ?? Array("null".utf8), request.serialized()])
     }
 
@@ -28,7 +27,7 @@ extension FunctionRuntime {
                        document: [UInt8]?, request: JSONValue) throws(CouchError) -> (document: JSONValue, response: JSONValue) {
         let source = try Self.source(design.updates[name], member: "updates", name: name, design: design)
         let key = design.key(.update, name, database: database)
-        let result = try render(key: key, source: source, design: design, driver: "runUpdate",
+        let result = try render(key: key, source: source, design: design, database: database, driver: "runUpdate",
                                 arguments: [document ?? Array("null".utf8), request.serialized()])
         guard case .array(let pair) = result, pair.count == 2 else {
             throw CouchError.named("render_error", "undefined response from update function")
@@ -43,7 +42,7 @@ extension FunctionRuntime {
                      request: JSONValue) throws(CouchError) -> [JSONValue] {
         let source = try Self.source(design.lists[name], member: "lists", name: name, design: design)
         let key = design.key(.list, name, database: database)
-        let result = try render(key: key, source: source, design: design, driver: "runList",
+        let result = try render(key: key, source: source, design: design, database: database, driver: "runList",
                                 arguments: [view, request.serialized()])
         guard case .array(let messages) = result else {
             throw CouchError.named("render_error", "undefined response from list function")
@@ -56,7 +55,7 @@ extension FunctionRuntime {
     public func rewrite(design: DesignDocument, database: DatabaseName, source: String,
                         request: JSONValue) throws(CouchError) -> JSONValue {
         let key = design.key(.rewrite, "rewrites", database: database)
-        return try render(key: key, source: source, design: design, driver: "runRewrite",
+        return try render(key: key, source: source, design: design, database: database, driver: "runRewrite",
                           arguments: [request.serialized()])
     }
 
@@ -68,21 +67,12 @@ extension FunctionRuntime {
     }
 
     /// Calls `__couchette.<driver>(function, ddoc, ...arguments)` and reads back its value.
-    private func render(key: String, source: String, design: DesignDocument, driver name: String,
+    private func render(key: String, source: String, design: DesignDocument, database: DatabaseName, driver: String,
                         arguments: [[UInt8]]) throws(CouchError) -> JSONValue {
+        let call = FunctionWorkerProtocol.Call(driver: driver, functions: [.init(key: key, source: source, design: design.json)],
+                                               arguments: [design.json] + arguments)
         do {
-            return try run { context -> JSONValue in
-                let function = try context.function(key, source: source, designDocument: design.json)
-                let driver = try context.driver(name)
-                let values = ([design.json] + arguments).map { context.retain(context.value(json: $0)) }
-                defer { values.forEach(context.release) }
-                do {
-                    let result = try context.call(driver, arguments: [function] + values)
-                    return context.json(result) ?? .null
-                } catch let thrown as ScriptThrow {
-                    throw context.scriptError(thrown.value)
-                }
-            }
+            return try self.call(call, owner: database) ?? .null
         } catch let error {
             throw Self.withStatus(error)
         }

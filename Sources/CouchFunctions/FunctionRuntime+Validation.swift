@@ -51,7 +51,7 @@ extension FunctionRuntime {
             if write.documentID.isDesign {
                 if write.newDocument["_deleted"] != true {
                     do {
-                        try checkDesignDocument(write.documentID, body: write.newDocument)
+                        try checkDesignDocument(write.documentID, body: write.newDocument, in: database.name)
                         try Self.checkPartitioning(write.newDocument, partitionedDatabase: database.isPartitioned)
                     } catch {
                         results[index] = error
@@ -84,13 +84,15 @@ extension FunctionRuntime {
         }
         entries.append(UInt8(ascii: "]"))
         let securityJSON = security.serialized()
-        do {
-            let outcomes = try run { context -> [JSONValue] in
-                let functions = try scripts.map { design throws(CouchError) in
-                    try context.function(design.key(.validation, "", database: database.name),
-                                         source: design.validation ?? "", designDocument: design.json)
-                }
-                return try context.validateBatch(functions: functions, entries: entries, securityObject: securityJSON)
+        do throws(CouchError) {
+            let functions = scripts.map { design in
+                FunctionWorkerProtocol.Function(key: design.key(.validation, "", database: database.name),
+                                                source: design.validation ?? "", design: design.json)
+            }
+            let call = FunctionWorkerProtocol.Call(driver: "validateBatch", functions: functions, functionsAsArray: true,
+                                                   arguments: [entries, securityJSON])
+            guard case .array(let outcomes)? = try self.call(call, owner: database.name) else {
+                throw CouchError.internalError("validation answered no result")
             }
             for (position, index) in pending.enumerated() where position < outcomes.count {
                 results[index] = Self.validationError(outcomes[position])

@@ -1,4 +1,3 @@
-import CJavaScriptCore
 import CouchCore
 import Logging
 
@@ -50,25 +49,14 @@ extension FunctionRuntime {
     /// per document, per function, its `[key, value]` pairs; a function that throws on a
     /// document emits nothing for it (logged, as CouchDB does) and the others still run.
     /// `documents` are JSON objects as map functions see them.
-    public func map(_ functions: [MapFunction], design: [UInt8], documents: [[UInt8]]) throws(CouchError) -> [[[(key: JSONValue, value: JSONValue)]]] {
+    public func map(_ functions: [MapFunction], design: [UInt8], documents: [[UInt8]],
+                    database: DatabaseName) throws(CouchError) -> [[[(key: JSONValue, value: JSONValue)]]] {
         guard !documents.isEmpty else { return [] }
-        let batch = Self.jsonArray(of: documents)
-        let result: JSONValue? = try run { context in
-            let driver = try context.function("__couchette/mapBatch", source: Self.mapDriver, designDocument: nil)
-            var compiled: [JSObjectRef] = []
-            for function in functions {
-                compiled.append(try context.function(function.key, source: function.source, designDocument: design))
-            }
-            let list = context.array(compiled)
-            let values = [list, context.value(json: batch), context.value(json: functions.count > 1 ? Array("true".utf8) : Array("false".utf8))]
-                .map(context.retain)
-            defer { values.forEach(context.release) }
-            do {
-                return context.json(try context.call(driver, arguments: values))
-            } catch let thrown as ScriptThrow {
-                throw context.scriptError(thrown.value)
-            }
-        }
+        let call = FunctionWorkerProtocol.Call(
+            driver: "mapBatch", functions: functions.map { .init(key: $0.key, source: $0.source, design: design) },
+            functionsAsArray: true,
+            arguments: [Self.jsonArray(of: documents), Array((functions.count > 1 ? "true" : "false").utf8)])
+        let result = try self.call(call, owner: database)
         guard case .array(let perDocument)? = result, perDocument.count == documents.count else {
             throw CouchError.internalError("map batch answered no result")
         }
@@ -96,21 +84,11 @@ extension FunctionRuntime {
     /// Runs a JavaScript reduce (or rereduce) over `keys` (`[[key, docid], ...]`, null when
     /// rereducing) and `values`; its result.
     public func reduce(key: String, source: String, design: [UInt8], keys: [UInt8], values: [UInt8],
-                       rereduce: Bool) throws(CouchError) -> JSONValue {
-        try run { context in
-            let driver = try context.function("__couchette/reduce", source: Self.reduceDriver, designDocument: nil)
-            let function = try context.function(key, source: source, designDocument: design)
-            let arguments = [function, context.value(json: keys), context.value(json: values),
-                             context.value(json: Array((rereduce ? "true" : "false").utf8))].map(context.retain)
-            defer { arguments.forEach(context.release) }
-            do {
-                guard case .array(let wrapped)? = context.json(try context.call(driver, arguments: arguments)),
-                      let first = wrapped.first else { return .null }
-                return first
-            } catch let thrown as ScriptThrow {
-                throw context.scriptError(thrown.value)
-            }
-        }
+                       rereduce: Bool, database: DatabaseName) throws(CouchError) -> JSONValue {
+        let call = FunctionWorkerProtocol.Call(driver: "reduce", functions: [.init(key: key, source: source, design: design)],
+                                               arguments: [keys, values, Array((rereduce ? "true" : "false").utf8)])
+        guard case .array(let wrapped)? = try self.call(call, owner: database), let first = wrapped.first else { return .null }
+        return first
     }
 
     /// `filter=_view` with `view=ddoc/name` in the request's query: a document passes when
@@ -134,51 +112,6 @@ extension FunctionRuntime {
             """
         let key = design.key(.map, String(parts[1]), database: database.name) + "/as-filter"
         return DocumentFilter(runtime: self, implementation: .script(key: key, source: source, design: design.json),
-                              request: request)
-    }
-
-    /// Calls each function on each document with `emit` collecting its rows; a function's
-    /// rows for a document are `{"error"}` when it threw (its rows before the throw are
-    /// dropped, as couchjs drops them). Documents are sealed when several functions share
-    /// them, so one view cannot change what the next sees.
-    static let mapDriver = #"""
-        function(funs, docs, seal) {
-          function freeze(value) {
-            if (value !== null && typeof value == "object" && !Object.isFrozen(value)) {
-              Object.freeze(value);
-              for (var k in value) { freeze(value[k]); }
-            }
-          }
-          var out = [];
-          for (var i = 0; i < docs.length; i++) {
-            var doc = docs[i], results = [];
-            if (seal) { freeze(doc); }
-            for (var j = 0; j < funs.length; j++) {
-              __couchette.emitted = [];
-              try {
-                funs[j](doc);
-                results.push(__couchette.emitted);
-              } catch (error) {
-                if (error == "fatal_error") { throw error; }
-                results.push({error: String(error && error.message ? error.name + ": " + error.message : toJSON(error))});
-              }
-            }
-            out.push(results);
-          }
-          __couchette.emitted = [];
-          return out;
-        }
-        """#
-
-    static let reduceDriver = #"""
-        function(fun, keys, values, rereduce) { return [fun(keys, values, rereduce)]; }
-        """#
-}
-
-extension ScriptContext {
-    /// A JavaScript array of `objects`.
-    func array(_ objects: [JSObjectRef]) -> JSValueRef? {
-        let values: [JSValueRef?] = objects.map { $0 }
-        return values.withUnsafeBufferPointer { JSObjectMakeArray(context, $0.count, $0.baseAddress, nil) }
+                              request: request, database: database.name)
     }
 }

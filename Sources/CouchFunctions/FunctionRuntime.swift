@@ -1,13 +1,14 @@
 import CouchCore
 import Foundation
+import Logging
 
 /// The one place design-document functions run, whoever calls them: validation on every
-/// write (as the store's `DocumentValidator`), named filters, and (to come) map/reduce and
-/// shows/lists on the same contexts. JavaScript is compiled once per design-document
-/// revision in each pooled context; native Swift functions registered by name stand beside
-/// it and behave the same.
+/// write (as the store's `DocumentValidator`), filters, map/reduce, show/list/update/rewrite.
+/// JavaScript runs in worker processes, each owned by one database (`FunctionWorkerPool`),
+/// compiled once per design-document revision in each; native Swift functions registered by
+/// name stand beside it and behave the same.
 public final class FunctionRuntime: DocumentValidator, @unchecked Sendable {
-    let pool: ContextPool
+    let workers: FunctionWorkerPool
     let securityObjectProvider: @Sendable (any FunctionDatabase) -> JSONObject
     let lock = NSLock()
     var natives = NativeFunctions()
@@ -22,13 +23,31 @@ public final class FunctionRuntime: DocumentValidator, @unchecked Sendable {
     }
 
     /// - Parameters:
-    ///   - contexts: how many JavaScript contexts may run at once (two per core by default).
+    ///   - contexts: how many worker processes may run at once (two per core, at least four, by
+    ///     default); one database may keep half of them busy.
     ///   - securityObject: the `secObj` validation functions see (the server applies its default).
-    public init(limits: FunctionLimits = FunctionLimits(), contexts: Int? = nil,
+    ///   - worker: the `couchette-functions` executable (by default beside this process's own, or
+    ///     on `PATH`, or named by `COUCHETTE_FUNCTIONS_WORKER`).
+    public init(limits: FunctionLimits = FunctionLimits(), contexts: Int? = nil, worker: String? = nil,
                 securityObject: @escaping @Sendable (any FunctionDatabase) -> JSONObject = { (try? $0.securityObject()) ?? [:] }) {
-        pool = ContextPool(limits: limits, capacity: contexts ?? max(4, 2 * ProcessInfo.processInfo.activeProcessorCount))
+        workers = FunctionWorkerPool(limits: limits, capacity: contexts ?? max(4, 2 * ProcessInfo.processInfo.activeProcessorCount),
+                                     executable: worker ?? Self.defaultWorker)
         securityObjectProvider = securityObject
     }
+
+    /// Where the worker executable is when none is named.
+    static let defaultWorker: String? = {
+        let name = FunctionWorkerProtocol.executableName
+        if let path = ProcessInfo.processInfo.environment["COUCHETTE_FUNCTIONS_WORKER"], !path.isEmpty { return path }
+        var candidates: [String] = []
+        if let own = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
+            candidates.append((own as NSString).deletingLastPathComponent + "/" + name)
+        }
+        for directory in (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":") {
+            candidates.append("\(directory)/\(name)")
+        }
+        return candidates.first { access($0, X_OK) == 0 }
+    }()
 
     // MARK: Native functions
 
@@ -51,18 +70,16 @@ public final class FunctionRuntime: DocumentValidator, @unchecked Sendable {
 
     // MARK: Design documents
 
-    /// Compiles every function of a design document about to be saved: CouchDB's 400
-    /// `compilation_error` for the first that does not compile.
-    public func checkDesignDocument(_ id: DocumentID, body: JSONObject) throws(CouchError) {
+    /// Compiles every function of a design document about to be saved into `database`:
+    /// CouchDB's 400 `compilation_error` for the first that does not compile.
+    public func checkDesignDocument(_ id: DocumentID, body: JSONObject, in database: DatabaseName) throws(CouchError) {
         guard DesignDocument.hasFunctions(body) else { return }
         let design = DesignDocument(id: id, revision: "0-check", body: body)
-        try run { context in
-            for function in design.functions {
-                do {
-                    try context.compile(function.source, designDocument: design.json)
-                } catch let error as CouchError {
-                    throw CouchError(.compilationError, DesignDocument.compilationReason(function.kind, function.name, error.reason))
-                }
+        for function in design.functions {
+            do {
+                try run(.compile(source: function.source, design: design.json), owner: database)
+            } catch where error.kind == .compilationError {
+                throw CouchError(.compilationError, DesignDocument.compilationReason(function.kind, function.name, error.reason))
             }
         }
     }
@@ -74,10 +91,12 @@ public final class FunctionRuntime: DocumentValidator, @unchecked Sendable {
 
     func loaded(_ database: any FunctionDatabase) throws(CouchError) -> LoadedDesigns {
         let generation = database.designGeneration
-        if let cached = lock.withLock({ designs[database.name] }),
-           cached.generation == generation, cached.instance == database.instanceStartTime {
+        let cached = lock.withLock { designs[database.name] }
+        if let cached, cached.generation == generation, cached.instance == database.instanceStartTime {
             return cached
         }
+        // A database deleted and created again under its name is another tenant's.
+        if let cached, cached.instance != database.instanceStartTime { workers.retire(owner: database.name.rawValue) }
         let documents = try database.designDocuments().compactMap { stored -> DesignDocument? in
             guard case .object(let members)? = try? JSONValue.parse(stored.body) else { return nil }
             return DesignDocument(id: stored.id, revision: stored.revision.description, body: members)
@@ -107,7 +126,7 @@ public final class FunctionRuntime: DocumentValidator, @unchecked Sendable {
             throw CouchError.badRequest("filter parameter must be of the form `designname/filtername`")
         }
         if let native = lock.withLock({ natives.filter(name, for: database.name) }) {
-            return DocumentFilter(runtime: self, implementation: .native(native), request: request)
+            return DocumentFilter(runtime: self, implementation: .native(native), request: request, database: database.name)
         }
         let id = DocumentID(DocumentID.designPrefix + parts[0])
         guard let design = try designDocuments(database).first(where: { $0.id == id }) else {
@@ -117,21 +136,34 @@ public final class FunctionRuntime: DocumentValidator, @unchecked Sendable {
         guard let source = design.filters[String(parts[1])] else { throw CouchError.notFound("missing") }
         let key = design.key(.filter, String(parts[1]), database: database.name)
         return DocumentFilter(runtime: self, implementation: .script(key: key, source: source, design: design.json),
-                              request: request)
+                              request: request, database: database.name)
     }
 
     // MARK: Running
 
-    /// Runs `body` with a pooled context, turning whatever it throws into a `CouchError`.
-    func run<T>(_ body: (ScriptContext) throws -> T) throws(CouchError) -> T {
-        do {
-            return try pool.withContext(body)
-        } catch let error as CouchError {
-            throw error
-        } catch {
-            throw CouchError.internalError("JavaScript engine: \(error)")
+    /// Sends `request` to a worker of `owner`'s database; the JSON text of its answer.
+    @discardableResult
+    func run(_ request: FunctionWorkerProtocol.Request, owner: DatabaseName) throws(CouchError) -> [UInt8] {
+        let cancellation = RequestCancellation.current
+        return try workers.withWorker(owner: owner.rawValue) { worker throws(CouchError) in
+            try worker.run(request, limits: workers.limits, cancellation: cancellation) { line in
+                Self.logger.info("JavaScript log: \(line)")
+            }
         }
     }
+
+    /// Calls an environment driver; its answer parsed (nil for `undefined`).
+    func call(_ call: FunctionWorkerProtocol.Call, owner: DatabaseName) throws(CouchError) -> JSONValue? {
+        let answer = try run(.call(call), owner: owner)
+        guard !answer.isEmpty else { return nil }
+        do {
+            return try JSONValue.parse(answer)
+        } catch {
+            throw CouchError.internalError("a function's answer is not JSON")
+        }
+    }
+
+    private static let logger = Logger(label: "couchette.javascript")
 }
 
 /// A named filter ready to run over many documents, with its `req` object.
@@ -144,6 +176,8 @@ public struct DocumentFilter: Sendable {
     let runtime: FunctionRuntime
     let implementation: Implementation
     let request: JSONValue
+    /// Whose worker runs it.
+    let database: DatabaseName
 
     /// Which documents pass (each a JSON object with `_id`, `_rev`, `_deleted`...). One
     /// context serves the whole batch; `req` becomes an engine value once per batch.
@@ -159,25 +193,13 @@ public struct DocumentFilter: Sendable {
             }
         case .script(let key, let source, let design):
             guard !documents.isEmpty else { return [] }
-            let batch = FunctionRuntime.jsonArray(of: documents)
-            let requestJSON = request.serialized()
-            return try runtime.run { context in
-                let function = try context.function(key, source: source, designDocument: design)
-                guard let driver = context.filterBatch else { throw CouchError.internalError("JavaScript environment is incomplete") }
-                let requestValue = context.retain(context.value(json: requestJSON))
-                let documentValues = context.retain(context.value(json: batch))
-                defer { context.release(requestValue); context.release(documentValues) }
-                let passed: JSONValue?
-                do {
-                    passed = context.json(try context.call(driver, arguments: [function, documentValues, requestValue]))
-                } catch let thrown as ScriptThrow {
-                    throw context.scriptError(thrown.value)
-                }
-                guard let flags = passed?.stringValue, flags.utf8.count == documents.count else {
-                    throw CouchError.internalError("filter batch answered no result")
-                }
-                return flags.utf8.map { $0 == UInt8(ascii: "1") }
+            let call = FunctionWorkerProtocol.Call(
+                driver: "filterBatch", functions: [.init(key: key, source: source, design: design)],
+                arguments: [FunctionRuntime.jsonArray(of: documents), request.serialized()])
+            guard let flags = try runtime.call(call, owner: database)?.stringValue, flags.utf8.count == documents.count else {
+                throw CouchError.internalError("filter batch answered no result")
             }
+            return flags.utf8.map { $0 == UInt8(ascii: "1") }
         }
     }
 }

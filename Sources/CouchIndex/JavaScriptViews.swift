@@ -17,7 +17,8 @@ public struct JavaScriptViews: Sendable {
         let functions = views.map { (key: design.viewFunctionKey($0.name, reduce: false, database: database), source: $0.map) }
         let isPartitioned = Self.isPartitioned(design, inPartitionedDatabase: partitioned)
         definition = IndexDefinition(signature: Self.signature(design, partitioned: isPartitioned), viewNames: views.map(\.name),
-                                     mapper: JavaScriptMapper(runtime: runtime, functions: functions, design: design.jsonBytes),
+                                     mapper: JavaScriptMapper(runtime: runtime, functions: functions, design: design.jsonBytes,
+                                                              database: database),
                                      includeDesign: design.body["options"]?["include_design"]?.boolValue == true,
                                      includeLocalSequence: design.body["options"]?["local_seq"]?.boolValue == true,
                                      partitioned: isPartitioned)
@@ -58,9 +59,10 @@ struct JavaScriptMapper: DocumentMapper {
     let runtime: FunctionRuntime
     let functions: [FunctionRuntime.MapFunction]
     let design: [UInt8]
+    let database: DatabaseName
 
     func map(_ documents: [MapInput]) throws(CouchError) -> [[[Emission]]] {
-        try runtime.map(functions, design: design, documents: documents.map(\.json)).map { perView in
+        try runtime.map(functions, design: design, documents: documents.map(\.json), database: database).map { perView in
             perView.map { rows in rows.map { Emission(key: $0.key, value: $0.value) } }
         }
     }

@@ -11,7 +11,7 @@ public struct ViewReducer {
         case sum
         case stats
         case distinct
-        case javascript(key: String, source: String, design: [UInt8], runtime: FunctionRuntime)
+        case javascript(key: String, source: String, design: [UInt8], runtime: FunctionRuntime, database: DatabaseName)
     }
 
     private let kind: Kind
@@ -36,7 +36,7 @@ public struct ViewReducer {
         case let name where name.hasPrefix("_"): return nil
         default:
             kind = .javascript(key: design.viewFunctionKey(view, reduce: true, database: database), source: reduce,
-                               design: design.jsonBytes, runtime: runtime)
+                               design: design.jsonBytes, runtime: runtime, database: database)
         }
     }
 
@@ -84,22 +84,22 @@ public struct ViewReducer {
         case .stats:
             guard let stats else { return .null }   // a group always has a row: not reached
             return statsOfScalar ? stats[0].json : .array(stats.map(\.json))
-        case .javascript(let key, let source, let design, let runtime):
+        case .javascript(let key, let source, let design, let runtime, let database):
             try flush()
             if partials.count == 1 { return partials[0] }
             if partials.isEmpty { return .null }
             let values = JSONValue.array(partials).serialized()
             return try runtime.reduce(key: key, source: source, design: design, keys: Array("null".utf8), values: values,
-                                      rereduce: true)
+                                      rereduce: true, database: database)
         }
     }
 
     private mutating func flush() throws(CouchError) {
-        guard case .javascript(let key, let source, let design, let runtime) = kind, pendingCount > 0 else { return }
+        guard case .javascript(let key, let source, let design, let runtime, let database) = kind, pendingCount > 0 else { return }
         pendingKeys.append(UInt8(ascii: "]"))
         pendingValues.append(UInt8(ascii: "]"))
         partials.append(try runtime.reduce(key: key, source: source, design: design, keys: pendingKeys,
-                                           values: pendingValues, rereduce: false))
+                                           values: pendingValues, rereduce: false, database: database))
         pendingKeys = [UInt8(ascii: "[")]
         pendingValues = [UInt8(ascii: "[")]
         pendingCount = 0

@@ -42,8 +42,9 @@ public final class CouchServer: RequestHandler {
     /// Trims the allocator once requests stop (see `IdleMemoryRelease`).
     private let idleMemoryRelease: IdleMemoryRelease
     /// Where requests that may run long are answered (see `OffThreadAnswer`): as many at
-    /// once as the listener has workers (a pool the servers of one process share).
-    private let longRequests: ThreadPool
+    /// once as the listener has workers (a pool the servers of one process share), half of
+    /// them at most for one database.
+    let longRequests: FairQueue
 
     /// A server for `databases`, its admins (stored hashed) and session secret kept in
     /// their data directory. Refuses to serve beyond loopback with no admin.
@@ -84,7 +85,8 @@ public final class CouchServer: RequestHandler {
         self.metrics = metrics
         idleMemoryRelease = IdleMemoryRelease(requestCount: { [weak metrics] in metrics?.requestCount ?? 0 },
                                               releaseCaches: { [weak databases] in databases?.releaseCacheMemory() })
-        longRequests = ThreadPool.shared(name: "long-requests", threads: configuration.listener.threadCount)
+        longRequests = FairQueue(pool: ThreadPool.shared(name: "long-requests", threads: configuration.listener.threadCount),
+                                 share: configuration.listener.threadCount / 2)
         replicatorDatabase.start()
     }
 
@@ -135,8 +137,11 @@ public final class CouchServer: RequestHandler {
 
     /// Every request, on the listener's thread unless it may run long (`OffThreadAnswer`).
     public func handle(_ request: HTTPRequest) -> HTTPResponse {
-        guard OffThreadAnswer.mayRunLong(path: request.path) || runsValidation(request) else { return answer(request) }
-        return HTTPResponse(status: 200, body: .deferred(OffThreadAnswer(pool: longRequests) { [self] in answer(request) }))
+        guard OffThreadAnswer.mayRunLong(path: request.path) || OffThreadAnswer.filtersChanges(request)
+                || runsValidation(request) else { return answer(request) }
+        return HTTPResponse(status: 200, body: .deferred(OffThreadAnswer(queue: longRequests, path: request.path) { [self] in
+            answer(request)
+        }))
     }
 
     /// A write into a database whose validation functions (JavaScript, which may loop until

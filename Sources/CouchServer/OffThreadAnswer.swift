@@ -5,19 +5,25 @@ import CouchCore
 /// worker waits. Most answers take microseconds; these may take minutes (a view or Mango
 /// index built on its first query, a JavaScript function that loops), so their connection
 /// is suspended and the worker goes on serving the others.
+///
+/// They queue per database (`FairQueue`): one database's flood of slow requests takes at
+/// most half the threads, so another database's requests still find one.
 final class OffThreadAnswer: DeferredResponse, @unchecked Sendable {
-    private let pool: ThreadPool
+    private let queue: FairQueue
+    private let owner: String
     private let answer: @Sendable () -> HTTPResponse
 
-    init(pool: ThreadPool, answer: @escaping @Sendable () -> HTTPResponse) {
-        self.pool = pool
+    init(queue: FairQueue, path: String, answer: @escaping @Sendable () -> HTTPResponse) {
+        self.queue = queue
+        // The database's name as the path spells it: the owner whose share the request takes.
+        owner = String(path.utf8.split(separator: UInt8(ascii: "/"), maxSplits: 1).first.map { Substring($0) } ?? "")
         self.answer = answer
     }
 
     /// The answer runs with `cancellation` as its thread's current one, so the work inside
     /// (functions, scans) stops when the client hangs up.
     func start(cancellation: RequestCancellation, deliver: @escaping @Sendable (HTTPResponse) -> Void) {
-        pool.submit { [answer] in
+        queue.submit(owner: owner) { [answer] in
             deliver(RequestCancellation.withCurrent(cancellation) { answer() })
         }
     }
@@ -46,6 +52,14 @@ final class OffThreadAnswer: DeferredResponse, @unchecked Sendable {
             if second.first == UInt8(ascii: "_"), !second.elementsEqual("_bulk_docs".utf8) { return nil }
         }
         return try? DatabaseName(name)
+    }
+
+    /// A `_changes` request whose filter runs client code (a filter function, `_selector`,
+    /// `_view`): its first rows, which may answer the filter's error with a status, are
+    /// produced off the listener too (the feed produces the rest there itself).
+    static func filtersChanges(_ request: HTTPRequest) -> Bool {
+        guard let filter = request.queryValue("filter"), filter != "_doc_ids", filter != "_design" else { return false }
+        return request.path.utf8.split(separator: UInt8(ascii: "/")).last?.elementsEqual("_changes".utf8) == true
     }
 
     private static let designFunctions = ["_view", "_show", "_list", "_update", "_rewrite", "_search"].map { Array($0.utf8) }

@@ -10,9 +10,14 @@ protocol ChangeFilter: Sendable {
     func accepts(_ row: ChangeRow, document: JSONValue?) -> Bool
     /// Which rows of a batch pass; a filter function that fails throws its error.
     func accepts(_ rows: [ChangeRow]) throws(CouchError) -> [Bool]
+    /// Whether it runs code or patterns a client supplied: the feed then filters off the
+    /// listener's threads (`ChangesFeed`).
+    var runsClientCode: Bool { get }
 }
 
 extension ChangeFilter {
+    var runsClientCode: Bool { false }
+
     func accepts(_ rows: [ChangeRow]) throws(CouchError) -> [Bool] {
         rows.map { accepts($0, document: needsDocument ? $0.documentValue : nil) }
     }
@@ -23,6 +28,7 @@ extension ChangeFilter {
 struct DesignFunctionFilter: ChangeFilter {
     let filter: DocumentFilter
     var needsDocument: Bool { true }
+    var runsClientCode: Bool { true }
     func accepts(_ row: ChangeRow, document: JSONValue?) -> Bool { (try? accepts([row]).first) == true }
     func accepts(_ rows: [ChangeRow]) throws(CouchError) -> [Bool] {
         try filter.accepts(rows.map {
@@ -48,6 +54,7 @@ struct DesignDocumentFilter: ChangeFilter {
 struct SelectorFilter: ChangeFilter {
     let selector: MangoSelector
     var needsDocument: Bool { true }
+    var runsClientCode: Bool { true }
     func accepts(_ row: ChangeRow, document: JSONValue?) -> Bool {
         guard let document else { return false }
         return selector.matches(document)

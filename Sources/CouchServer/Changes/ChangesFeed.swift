@@ -6,9 +6,16 @@ import Logging
 /// A `_changes` response of any feed type, produced as the client reads it. While
 /// caught up, a longpoll, continuous or eventsource feed waits without a thread: the
 /// listener suspends its connection, and a commit, heartbeat or timeout wakes it.
+/// A feed whose filter runs client code (a filter function, a selector) produces its rows
+/// on the long-requests queue instead of the listener's thread, which serves many other
+/// connections: the connection waits meanwhile, and the rows wake it.
 final class ChangesFeed: ResponseStream, @unchecked Sendable {
     private let database: Database
     private let options: ChangesOptions
+    /// Where rows are produced when the filter runs client code (nil: on the listener).
+    private let offThread: FairQueue?
+    /// Set when the client is gone: stops the filter's work.
+    private let cancellation = RequestCancellation()
     private let rows: ChangeRowWriter
     private static let batchSize = 500
     private let logger = Logger(label: "couchette.changes")
@@ -22,8 +29,11 @@ final class ChangesFeed: ResponseStream, @unchecked Sendable {
     /// A filter function's error: ends the feed (or, before any output, the request).
     private var failure: CouchError?
 
-    // Set by timers and the change notifier.
+    // Set by timers and the change notifier, and by the production off the listener.
     private let lock = NSLock()
+    private var wake: (@Sendable () -> Void)?
+    /// Rows are being produced off the listener: `read` waits for them.
+    private var producing = false
     private var heartbeatDue = false
     private var idleSince = DispatchTime.now()
     private var timedOut = false
@@ -31,9 +41,10 @@ final class ChangesFeed: ResponseStream, @unchecked Sendable {
     private var observerToken: Int?
     private var timers: [FeedTimer] = []
 
-    init(database: Database, options: ChangesOptions) {
+    init(database: Database, options: ChangesOptions, offThread: FairQueue? = nil) {
         self.database = database
         self.options = options
+        self.offThread = options.filter?.runsClientCode == true ? offThread : nil
         rows = ChangeRowWriter(allLeaves: options.allLeaves, includeDocs: options.includeDocs, conflicts: options.conflicts,
                                attachments: options.attachments)
         position = options.sinceNow ? database.updateSequence : options.since
@@ -47,6 +58,7 @@ final class ChangesFeed: ResponseStream, @unchecked Sendable {
     var waitsForEvents: Bool { waits }
 
     func start(wake: @escaping @Sendable () -> Void) {
+        lock.withLock { self.wake = wake }
         guard waits else { return }
         observerToken = database.notifier.observe { [weak self] event in
             if case .databaseDeleted = event { self?.databaseWasDeleted() }
@@ -93,6 +105,7 @@ final class ChangesFeed: ResponseStream, @unchecked Sendable {
     }
 
     func close() {
+        cancellation.cancel()
         if let token = observerToken { database.notifier.remove(token) }
         lock.lock()
         let cancelled = timers
@@ -102,9 +115,22 @@ final class ChangesFeed: ResponseStream, @unchecked Sendable {
     }
 
     func read(into buffer: UnsafeMutableRawBufferPointer) -> StreamChunk {
+        if lock.withLock({ producing }) { return .waiting }
         if output.isDrained {
             output.reset()
             if finished { return .end }
+            if let offThread {
+                lock.withLock { producing = true }
+                offThread.submit(owner: database.name.rawValue) { [self] in
+                    RequestCancellation.withCurrent(cancellation) { produce() }
+                    let wake = lock.withLock {
+                        producing = false
+                        return self.wake
+                    }
+                    wake?()
+                }
+                return .waiting
+            }
             produce()
         }
         guard !output.isDrained else { return finished ? .end : .waiting }
@@ -171,7 +197,9 @@ final class ChangesFeed: ResponseStream, @unchecked Sendable {
     /// Ends the feed after what was sent with the error on a line of its own.
     private func endWithFailure(_ error: CouchError) {
         // The reason may quote the request (headers, cookies): only the error name is logged.
-        logger.error("changes feed of \(database.name) stopped by its filter function: \(error.error)")
+        if error != .clientGone {
+            logger.error("changes feed of \(database.name) stopped by its filter function: \(error.error)")
+        }
         output.bytes.append(UInt8(ascii: "\n"))
         output.bytes.append(contentsOf: error.json.serialized())
         output.bytes.append(UInt8(ascii: "\n"))
@@ -218,6 +246,10 @@ final class ChangesFeed: ResponseStream, @unchecked Sendable {
             descending: options.descending, includeTree: options.allLeaves || options.conflicts,
             includeBodies: options.includeDocs || (filter?.needsDocument ?? false))
         guard failure == nil, let batch = try? database.changes(query), !batch.isEmpty else { return false }
+        if cancellation.isCancelled {
+            finished = true
+            return false
+        }
         var passes: [Bool]?
         if let filter {
             do {

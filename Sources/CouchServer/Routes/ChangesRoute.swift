@@ -15,7 +15,7 @@ enum ChangesRoute {
     private static func respond(_ context: RouteContext, body: JSONObject?) throws -> HTTPResponse {
         let database = try context.database()
         let options = try ChangesOptions(context, body: body)
-        let feed = ChangesFeed(database: database, options: options)
+        let feed = ChangesFeed(database: database, options: options, offThread: context.server.longRequests)
         try feed.prepare()
         return HTTPResponse(status: 200, headers: [("Content-Type", feed.contentType)], body: .stream(CountedStream(feed, metrics: context.server.metrics)))
     }

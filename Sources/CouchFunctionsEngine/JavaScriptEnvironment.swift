@@ -1,5 +1,5 @@
 /// CouchDB's JavaScript environment (its `couchjs` `main.js`, `util.js`, `render.js`),
-/// evaluated once in every context: `emit`, `sum`, `toJSON`, `isArray`, `require` for
+/// evaluated once in every worker process: `emit`, `sum`, `toJSON`, `isArray`, `require` for
 /// CommonJS modules in the design document; the show/list helpers (`start`, `send`,
 /// `getRow`, `provides`, `registerType`) are in `RenderEnvironment`. `log` is native
 /// (`ScriptContext`). The state a call leaves behind lives in `__couchette` and is reset
@@ -75,6 +75,37 @@ enum JavaScriptEnvironment {
         }
         return results;
       };
+      // Every map function over every document of a batch, `emit` collecting each one's
+      // rows; a function's rows for a document are {error} when it threw (its rows before the
+      // throw are dropped, as couchjs drops them). Documents are frozen when several functions
+      // share them, so one view cannot change what the next sees.
+      state.mapBatch = function(funs, docs, seal) {
+        function freeze(value) {
+          if (value !== null && typeof value == "object" && !Object.isFrozen(value)) {
+            Object.freeze(value);
+            for (var k in value) { freeze(value[k]); }
+          }
+        }
+        var out = [];
+        for (var i = 0; i < docs.length; i++) {
+          var doc = docs[i], results = [];
+          if (seal) { freeze(doc); }
+          for (var j = 0; j < funs.length; j++) {
+            state.emitted = [];
+            try {
+              funs[j](doc);
+              results.push(state.emitted);
+            } catch (error) {
+              if (error == "fatal_error") { throw error; }
+              results.push({error: String(error && error.message ? error.name + ": " + error.message : toJSON(error))});
+            }
+          }
+          out.push(results);
+        }
+        state.emitted = [];
+        return out;
+      };
+      state.reduce = function(fun, keys, values, rereduce) { return [fun(keys, values, rereduce)]; };
       return state;
     })();
 

@@ -1,44 +1,23 @@
 import CJavaScriptCore
 import CouchCore
+import CouchFunctions
 import Foundation
-import Logging
 
-/// How long one call may run and how large its heap may grow.
-public struct FunctionLimits: Sendable {
-    /// CouchDB's `[query_server_config] os_process_timeout` (5 s by default).
-    public var timeout: Double
-    /// Bytes of memory one call may add to the process (`[couchette] function_memory_limit`).
-    public var memory: Int
-
-    public init(timeout: Double = 5, memory: Int = 256 * 1024 * 1024) {
-        self.timeout = timeout
-        self.memory = memory
-    }
-}
-
-/// One JavaScriptCore virtual machine (its own context group, so contexts run in parallel)
-/// with one global context holding CouchDB's environment. Used by one thread at a time:
-/// the `ContextPool` hands it out. Compiled functions are cached in it by key.
-final class ScriptContext: @unchecked Sendable {
+/// One JavaScriptCore virtual machine with one global context holding CouchDB's environment,
+/// in a worker process (`FunctionWorkerService`). Compiled functions are cached in it by key.
+/// Limits are the server's to enforce: it watches the process and kills it at the time or
+/// memory limit, which also stops what no engine check interrupts (a long native call).
+final class ScriptContext {
     private let group: JSContextGroupRef
     let context: JSGlobalContextRef
-    private let limits: FunctionLimits
     private var functions: [String: JSObjectRef] = [:]
-    private var callStarted = DispatchTime.now()
-    private var memoryAtStart = 0
-    /// Set when the watchdog stopped a call; the context is then discarded.
-    private(set) var stoppedBy: StopReason?
     private static let maximumCachedFunctions = 2000
-    /// How often (CPU seconds) the watchdog checks the limits during a call.
-    private static let tick = 0.02
+    /// Where `log(...)` lines go: to the server, in a worker (set once, before any context).
+    nonisolated(unsafe) static var logLine: (String) -> Void = { _ in }
 
-    enum StopReason { case timeout, memory }
-
-    init(limits: FunctionLimits) throws(CouchError) {
-        self.limits = limits
+    init() throws(CouchError) {
         group = JSContextGroupCreate()
         context = JSGlobalContextCreateInGroup(group, nil)
-        armWatchdog()
         installNativeFunctions()
         _ = try evaluate(JavaScriptEnvironment.prelude, name: "couchette-environment.js")
         _ = try evaluate(RenderEnvironment.script, name: "couchette-render.js")
@@ -46,74 +25,9 @@ final class ScriptContext: @unchecked Sendable {
 
     deinit {
         for function in functions.values { JSValueUnprotect(context, function) }
-        if let filterBatch { JSValueUnprotect(context, filterBatch) }
-        if let validationBatch { JSValueUnprotect(context, validationBatch) }
         for driver in drivers.values { JSValueUnprotect(context, driver) }
-        JSContextGroupClearExecutionTimeLimit(group)
         JSGlobalContextRelease(context)
         JSContextGroupRelease(group)
-    }
-
-    /// Called by the watchdog on the executing thread every `tick` of CPU time.
-    fileprivate func limitReached() -> Bool {
-        let now = DispatchTime.now().uptimeNanoseconds
-        let elapsed = Double(now > callStarted.uptimeNanoseconds ? now - callStarted.uptimeNanoseconds : 0) / 1e9
-        if elapsed > limits.timeout {
-            stoppedBy = .timeout
-            return true
-        }
-        // The process grew by the limit since this use began: then (only then, as it walks
-        // the whole heap) see whether this context's heap is what grew.
-        let resident = Self.residentMemory()
-        if memoryAtStart == 0 {
-            // The first tick of this use takes the baseline (reading it costs more than a
-            // short call, which never reaches a tick).
-            memoryAtStart = resident
-        } else if resident - memoryAtStart > limits.memory {
-            if heapSize() > limits.memory {
-                stoppedBy = .memory
-                return true
-            }
-            memoryAtStart = resident
-        }
-        // This JavaScriptCore calls back once per limit set: set it again for the next tick.
-        armWatchdog()
-        return false
-    }
-
-    private func armWatchdog() {
-        JSContextGroupSetExecutionTimeLimit(group, Self.tick, shouldTerminate, Unmanaged.passUnretained(self).toOpaque())
-    }
-
-    private func heapSize() -> Int {
-        guard let statistics = JSGetMemoryUsageStatistics(context) else { return 0 }
-        func number(_ name: String) -> Int {
-            let key = JSStringCreateWithUTF8CString(name)
-            defer { JSStringRelease(key) }
-            let value = JSValueToNumber(context, JSObjectGetProperty(context, statistics, key, nil), nil)
-            return value.isFinite && value > 0 && value < 1e18 ? Int(value) : 0
-        }
-        return number("heapSize") + number("extraMemorySize")
-    }
-
-    /// Starts one use (a write's validation, a batch of filter calls): its memory baseline is
-    /// taken at its first watchdog tick.
-    func beginUse() {
-        memoryAtStart = 0
-    }
-
-    /// The process's resident memory in bytes (`/proc/self/statm`): a few microseconds to
-    /// read, where JavaScriptCore's own heap statistics walk the whole heap.
-    static func residentMemory() -> Int {
-        let descriptor = open("/proc/self/statm", O_RDONLY)
-        guard descriptor >= 0 else { return 0 }
-        defer { close(descriptor) }
-        var buffer = [UInt8](repeating: 0, count: 128)
-        let count = read(descriptor, &buffer, buffer.count)
-        guard count > 0 else { return 0 }
-        let fields = buffer[..<count].split(separator: UInt8(ascii: " "))
-        guard fields.count > 1, let pages = Int(String(decoding: fields[1], as: UTF8.self)) else { return 0 }
-        return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
     }
 
     // MARK: Evaluating and compiling
@@ -125,14 +39,16 @@ final class ScriptContext: @unchecked Sendable {
         let url = JSStringCreateWithUTF8CString(name)
         defer { JSStringRelease(script); JSStringRelease(url) }
         var exception: JSValueRef?
-        let value = startCall { JSEvaluateScript(context, script, nil, url, 1, &exception) }
+        let value = JSEvaluateScript(context, script, nil, url, 1, &exception)
         if let exception {
-            let error = scriptError(exception)
-            // couchjs reports a syntax error as `name: message`; keep the message alone for others.
-            throw error.kind == .osProcessError ? error : CouchError(.compilationError, error.reason)
+            // couchjs reports a syntax error as `name: message`.
+            throw CouchError(.compilationError, scriptError(exception).reason)
         }
         return value
     }
+
+    /// The function compiled under `key`, if it is still cached.
+    func cachedFunction(_ key: String) -> JSObjectRef? { functions[key] }
 
     /// The compiled function cached under `key`, compiling `source` on first use. `ddoc`
     /// (JSON) is the function's `this` and where `require` resolves modules.
@@ -173,11 +89,6 @@ final class ScriptContext: @unchecked Sendable {
         return object
     }
 
-    /// `__couchette.filterBatch`: a filter applied to an array of documents in one call, as
-    /// each entry into the engine costs more than a small function's work.
-    lazy var filterBatch: JSObjectRef? = environmentFunction("filterBatch")
-    lazy var validationBatch: JSObjectRef? = environmentFunction("validateBatch")
-
     private var drivers: [String: JSObjectRef] = [:]
 
     /// `__couchette.<name>`, one of the environment's drivers (`runShow`, ...), kept for
@@ -194,28 +105,6 @@ final class ScriptContext: @unchecked Sendable {
               let object = JSValueToObject(context, value, nil) else { return nil }
         JSValueProtect(context, object)
         return object
-    }
-
-    /// Runs `__couchette.validateBatch`: one outcome per entry (see the environment).
-    func validateBatch(functions: [JSObjectRef], entries: [UInt8], securityObject: [UInt8]) throws(CouchError) -> [JSONValue] {
-        guard let driver = validationBatch else { throw CouchError.internalError("JavaScript environment is incomplete") }
-        var exception: JSValueRef?
-        let list = functions.withUnsafeBufferPointer { buffer -> JSObjectRef? in
-            buffer.withMemoryRebound(to: JSValueRef?.self) { JSObjectMakeArray(context, buffer.count, $0.baseAddress, &exception) }
-        }
-        let values = [list, value(json: entries), value(json: securityObject)].map(retain)
-        defer { values.forEach(release) }
-        do {
-            let outcome = json(try call(driver, arguments: values))
-            guard case .array(let outcomes)? = outcome else { throw CouchError.internalError("validation answered no result") }
-            return outcomes
-        } catch let thrown as ScriptThrow {
-            throw scriptError(thrown.value)
-        } catch let error as CouchError {
-            throw error
-        } catch {
-            throw CouchError.internalError("validation failed: \(error)")
-        }
     }
 
     /// Keeps `value` alive across calls until `release`.
@@ -235,15 +124,10 @@ final class ScriptContext: @unchecked Sendable {
     func call(_ function: JSObjectRef, this: JSObjectRef? = nil, arguments: [JSValueRef?]) throws(ScriptThrow) -> JSValueRef? {
         var exception: JSValueRef?
         let result = arguments.withUnsafeBufferPointer { buffer in
-            startCall { JSObjectCallAsFunction(context, function, this, buffer.count, buffer.baseAddress, &exception) }
+            JSObjectCallAsFunction(context, function, this, buffer.count, buffer.baseAddress, &exception)
         }
         if let exception { throw ScriptThrow(value: exception) }
         return result
-    }
-
-    private func startCall<T>(_ body: () -> T) -> T {
-        callStarted = DispatchTime.now()
-        return body()
     }
 
     /// A JSON text as a value of this context (an object, array, ...); `undefined` for nil.
@@ -260,6 +144,19 @@ final class ScriptContext: @unchecked Sendable {
                 }
             }
         }
+    }
+
+    /// A value as JSON text (empty for `undefined` and functions).
+    func jsonBytes(_ value: JSValueRef?) -> [UInt8] {
+        guard let value, let string = JSValueCreateJSONString(context, value, 0, nil) else { return [] }
+        defer { JSStringRelease(string) }
+        return Array(Self.string(string).utf8)
+    }
+
+    /// A JavaScript array of `objects`.
+    func array(_ objects: [JSObjectRef]) -> JSValueRef? {
+        let values: [JSValueRef?] = objects.map { $0 }
+        return values.withUnsafeBufferPointer { JSObjectMakeArray(context, $0.count, $0.baseAddress, nil) }
     }
 
     /// A value as JSON (nil for `undefined` and functions).
@@ -284,20 +181,10 @@ final class ScriptContext: @unchecked Sendable {
         return Self.string(string)
     }
 
-    /// What a thrown value means, after couchjs's `handleError`: the watchdog's stop,
-    /// `["error", name, reason]`, `{error, reason}`, an Error (`name: message`), anything
-    /// else as `unnamed_error`. Validation reads its own forms (`FunctionRuntime+Validation`).
+    /// What a thrown value means, after couchjs's `handleError`: `["error", name, reason]`,
+    /// `{error, reason}`, an Error (`name: message`), anything else as `unnamed_error`.
+    /// Validation reads its own forms (`FunctionRuntime+Validation`).
     func scriptError(_ exception: JSValueRef) -> CouchError {
-        switch stoppedBy {
-        case .timeout:
-            return CouchError(.osProcessError,
-                              "JavaScript function stopped after \(Self.seconds(limits.timeout)) (os_process_timeout)")
-        case .memory:
-            return CouchError(.osProcessError,
-                              "JavaScript function stopped: it allocated more than \(limits.memory / (1024 * 1024)) MB")
-        case nil:
-            break
-        }
         let thrown = JSValueIsObject(context, exception) ? json(exception) : nil
         if case .array(let items)? = thrown, items.count == 3, items[0] == "error", let name = items[1].stringValue {
             return CouchError.named(name, items[2].stringValue ?? items[2].serializedString())
@@ -320,10 +207,6 @@ final class ScriptContext: @unchecked Sendable {
         return string(property)
     }
 
-    private static func seconds(_ value: Double) -> String {
-        value == value.rounded() ? "\(Int(value)) s" : "\(value) s"
-    }
-
     // MARK: Native functions of the environment
 
     private func installNativeFunctions() {
@@ -339,8 +222,6 @@ struct ScriptThrow: Error, @unchecked Sendable {
     let value: JSValueRef
 }
 
-private let scriptLogger = Logger(label: "couchette.javascript")
-
 /// `log(message)`: CouchDB writes it to its log at info level; objects as JSON.
 private let logCallback: JSObjectCallAsFunctionCallback = { context, _, _, count, arguments, _ in
     guard let context, count > 0, let arguments, let argument = arguments[0] else { return JSValueMakeUndefined(context) }
@@ -354,11 +235,6 @@ private let logCallback: JSObjectCallAsFunctionCallback = { context, _, _, count
         text = ScriptContext.string(string)
         JSStringRelease(string)
     }
-    scriptLogger.info("JavaScript log: \(text)")
+    ScriptContext.logLine(text)
     return JSValueMakeUndefined(context)
-}
-
-private let shouldTerminate: JSShouldTerminateCallback = { _, info in
-    guard let info else { return true }
-    return Unmanaged<ScriptContext>.fromOpaque(info).takeUnretainedValue().limitReached()
 }
