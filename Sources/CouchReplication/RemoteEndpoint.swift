@@ -7,7 +7,8 @@ import Logging
 /// Each request is retried on connection failures, timeouts and 5xx/408/429 answers,
 /// waiting 250 ms, then twice as long each time (`retries_per_request`, 5 by default),
 /// before the failure reaches the replication. Connections are kept alive and shared
-/// through the `HTTPClient`.
+/// through the `HTTPClient`, which sets no limit per host: a job holds at most
+/// `http_connections` requests at once (`ConnectionLimit`), its continuous feed aside.
 public final class RemoteEndpoint: DatabaseEndpoint, @unchecked Sendable {
     public let peer: RemotePeer
     let client: HTTPClient
@@ -17,6 +18,7 @@ public final class RemoteEndpoint: DatabaseEndpoint, @unchecked Sendable {
     let inactivityTimeoutSeconds: Int?
     let logger: Logger
     let authenticator: PeerAuthenticator
+    private let connections: ConnectionLimit
     private let lock = NSLock()
     private var bulkGetUnsupported = false
     private var failureObserver: (@Sendable (ReplicationError?) -> Void)?
@@ -38,8 +40,9 @@ public final class RemoteEndpoint: DatabaseEndpoint, @unchecked Sendable {
     }
 
     public init(peer: RemotePeer, client: HTTPClient, retries: Int = 5, inactivityTimeoutSeconds: Int? = nil,
-                logger: Logger = Logger(label: "couchette.replication")) {
+                connections: Int = 20, logger: Logger = Logger(label: "couchette.replication")) {
         self.peer = peer
+        self.connections = ConnectionLimit(connections)
         self.client = client
         self.retries = retries
         self.inactivityTimeoutSeconds = inactivityTimeoutSeconds
@@ -57,10 +60,12 @@ public final class RemoteEndpoint: DatabaseEndpoint, @unchecked Sendable {
               upload: UploadBody? = nil, contentType: String = "application/json", accept: String = "application/json",
               retryable: Bool = true) async throws(ReplicationError) -> HTTPClient.Response {
         let client = self.client
-        return try await exchange(method, path, query: query, body: body, upload: upload, contentType: contentType,
-                                  accept: accept, retryable: retryable) { request throws(HTTPClientError) in
-            let response = try await client.send(request)
-            return (response, response)
+        return try await connections.withPlace { () async throws(ReplicationError) -> HTTPClient.Response in
+            try await exchange(method, path, query: query, body: body, upload: upload, contentType: contentType,
+                               accept: accept, retryable: retryable) { request throws(HTTPClientError) in
+                let response = try await client.send(request)
+                return (response, response)
+            }
         }
     }
 

@@ -39,7 +39,11 @@ public final class ReplicationManager: @unchecked Sendable {
 
     public static var defaultClientConfiguration: HTTPClientConfiguration {
         var configuration = HTTPClientConfiguration()
-        configuration.maximumConnectionsPerHost = 20
+        // No limit per host: each continuous feed holds a connection for its life, and a
+        // thousand jobs may feed from one peer. Each job limits its own requests instead
+        // (`http_connections`). Idle connections kept: libcurl's own measure (four per transfer).
+        configuration.maximumConnectionsPerHost = 0
+        configuration.maximumCachedConnections = 0
         configuration.userAgent = "Couchette replicator"
         return configuration
     }
@@ -187,7 +191,7 @@ public final class ReplicationManager: @unchecked Sendable {
             // CouchDB's `connection_timeout` is its HTTP client's inactivity timeout.
             let inactivity = (settings.connectionTimeoutMilliseconds + 999) / 1000
             return RemoteEndpoint(peer: remote, client: client, retries: settings.retriesPerRequest,
-                                  inactivityTimeoutSeconds: inactivity, logger: logger)
+                                  inactivityTimeoutSeconds: inactivity, connections: settings.httpConnections, logger: logger)
         }
     }
 }

@@ -6,7 +6,8 @@ import Foundation
 /// responses come back whole (`send`) or piece by piece (`stream`: line by line for
 /// continuous feeds, chunk by chunk for large bodies). All transfers share one curl multi handle driven by
 /// one thread, so connections to a peer are kept alive and reused across requests, and
-/// up to `maximumConnectionsPerHost` requests to one host run at once (more wait in line).
+/// up to `maximumConnectionsPerHost` requests to one host run at once (more wait in line;
+/// 0 for no limit).
 public final class HTTPClient: Sendable {
     public let configuration: HTTPClientConfiguration
     private let loop: TransferLoop
@@ -147,9 +148,9 @@ public struct HTTPClientConfiguration: Sendable {
     /// A transfer that receives nothing for this long is abandoned: a dead peer, or a
     /// feed whose heartbeats stopped.
     public var inactivityTimeoutSeconds = 30
-    /// Connections kept open to one host at most; further requests wait for one.
+    /// Connections kept open to one host at most; further requests wait for one (0: no limit).
     public var maximumConnectionsPerHost = 8
-    /// Idle connections kept for reuse, across hosts.
+    /// Idle connections kept for reuse, across hosts (0: libcurl's default, four per transfer).
     public var maximumCachedConnections = 64
     /// How far a streaming reader may lag behind before the transfer pauses.
     public var streamBufferLimit = 1 << 20
