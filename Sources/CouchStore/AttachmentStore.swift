@@ -82,13 +82,6 @@ public final class AttachmentStore: @unchecked Sendable {
         return removed
     }
 
-    /// Whether another process has this database open: every open store holds a shared lock
-    /// on its `pending` directory, so an exclusive one is refused while another holds it.
-    /// (Maintenance commands must not delete bodies a running server's writes are storing.)
-    public var isOpenInAnotherProcess: Bool {
-        aloneInProcess { true } == nil
-    }
-
     /// `body`'s result under the exclusive lock, or nil (and `body` not run) when another
     /// process holds the shared one. The shared lock is held again afterwards.
     private func aloneInProcess<T>(_ body: () -> T) -> T? {

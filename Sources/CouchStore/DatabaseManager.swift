@@ -38,6 +38,8 @@ public final class DatabaseManager: @unchecked Sendable {
     private let logger = Logger(label: "couchette.store")
     /// Every database's creation, updates and deletion, for `GET /_db_updates`.
     public let updates: DatabaseUpdateLog
+    /// This process's ownership of the directory (see `DataDirectoryLock`).
+    public let ownership: DataDirectoryLock
     static let fileExtension = ".couch"
     private var creationObservers: [@Sendable (Database) -> Void] = []
 
@@ -47,6 +49,8 @@ public final class DatabaseManager: @unchecked Sendable {
         lock.withLock { creationObservers.append(observer) }
     }
 
+    /// Opens the data directory, taking it for this process: throws `DataDirectoryLock.InUse`
+    /// when another process has it open.
     public init(directory: String) throws {
         self.directory = directory
         do {
@@ -56,6 +60,7 @@ public final class DatabaseManager: @unchecked Sendable {
         } catch {
             throw CouchError.internalError("cannot create data directory \(directory)")
         }
+        ownership = try DataDirectoryLock(directory: directory)
         serverUUID = try Self.loadOrCreateUUID(in: directory)
         updates = try DatabaseUpdateLog(directory: directory)
     }

@@ -71,8 +71,9 @@ struct ProgressLine {
 }
 
 private func openDataDirectory(_ path: String) throws -> DatabaseManager {
-    guard FileManager.default.fileExists(atPath: path) else { throw ValidationError("no data directory at \(path)") }
-    return try DatabaseManager(directory: path)
+    try DataDirectory.open(path) { server in
+        "stop it first, or copy through it (a replication: couchette replicate --server \(server) ...)"
+    }
 }
 
 private func databaseName(_ text: String) throws -> DatabaseName {

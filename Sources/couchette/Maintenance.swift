@@ -17,7 +17,7 @@ struct Version: ParsableCommand {
 struct Compact: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Compact databases of a data directory (drop the bodies no revision needs, reclaim space).",
-        discussion: "Run it while no server uses the data directory; a running server compacts with POST /db/_compact.")
+        discussion: "It refuses a data directory a server has open; a running server compacts with POST /db/_compact.")
 
     @Option(name: .customLong("data-dir"), help: "The data directory (default ./data).")
     var dataDirectory = "./data"
@@ -26,10 +26,9 @@ struct Compact: ParsableCommand {
     var names: [String] = []
 
     func run() throws {
-        guard FileManager.default.fileExists(atPath: dataDirectory) else {
-            throw ValidationError("no data directory at \(dataDirectory)")
+        let databases = try DataDirectory.open(dataDirectory) { server in
+            "compact through it: curl -X POST -H 'Content-Type: application/json' \(server)/DB/_compact"
         }
-        let databases = try DatabaseManager(directory: dataDirectory)
         var selected = try databases.allNames()
         if !names.isEmpty {
             selected = try names.map { name in
@@ -38,11 +37,6 @@ struct Compact: ParsableCommand {
         }
         for name in selected {
             let database = try databases.database(name)
-            // Compaction removes bodies no revision refers to, which a server's write in
-            // flight may have just stored: never beside a server.
-            guard !database.attachments.isOpenInAnotherProcess else {
-                throw ValidationError("\(name) is open in a running server: compact it there with POST /\(name)/_compact")
-            }
             let before = try database.info().fileSize
             _ = try database.compact()
             let after = try database.info().fileSize

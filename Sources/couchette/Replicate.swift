@@ -114,7 +114,16 @@ struct Replicate: ParsableCommand {
         } catch let error as ReplicationError {
             throw ValidationError(error.reason)
         }
-        let manager = try makeManager(for: settings)
+        let manager: ReplicationManager
+        do {
+            manager = try makeManager(for: settings)
+        } catch let inUse as DataDirectoryLock.InUse {
+            // A server has the directory: the replication runs there, never beside it.
+            guard let address = inUse.address else { throw ValidationError(DataDirectory.refusal(inUse) { _ in "" }) }
+            FileHandle.standardError.write(Data("\(inUse): replicating through it\n".utf8))
+            try runOnServer(address, discovered: true)
+            return
+        }
         let showProgress = !noProgress && isatty(STDERR_FILENO) == 1
         let finished = DispatchSemaphore(value: 0)
         let outcomeBox = OutcomeBox()
@@ -161,7 +170,7 @@ struct Replicate: ParsableCommand {
     }
 
     /// `--server`: `POST /_replicate` there, progress from its event feed, its answer printed.
-    private func runOnServer(_ server: String) throws {
+    private func runOnServer(_ server: String, discovered: Bool = false) throws {
         let output: ServerReplication.ProgressOutput? = noProgress ? nil
             : isatty(STDERR_FILENO) == 1 ? .terminal : progress ? .lines : nil
         let replication: ServerReplication
@@ -172,6 +181,10 @@ struct Replicate: ParsableCommand {
         }
         let (status, answer) = try replication.run()
         print(String(decoding: answer, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
+        if discovered && status == 401 {
+            let credentials = server.replacingOccurrences(of: "://", with: "://NAME:PASSWORD@")
+            FileHandle.standardError.write(Data("that server needs an admin: couchette replicate --server \(credentials) ...\n".utf8))
+        }
         if status < 200 || status >= 300 { throw ExitCode(1) }
     }
 

@@ -124,6 +124,7 @@ struct Serve: ParsableCommand {
             listener.drain()
             listener.stop()
             databases.updates.flush()
+            databases.ownership.withdraw()
             logger.info("stopped")
         }
         try listener.start()
@@ -132,6 +133,9 @@ struct Serve: ParsableCommand {
         DispatchQueue.main.async {}
         // Written unbuffered, so a parent process reading the chosen port sees it at once.
         let address = server.configuration.listener.bindAddress
+        // Tools run on this data directory find the server here (and go through it).
+        let local = address == "0.0.0.0" ? "127.0.0.1" : address == "::" ? "[::1]" : address.contains(":") ? "[\(address)]" : address
+        databases.ownership.publish(address: "http://\(local):\(listener.port)/")
         let banner = "Couchette \(ServerInfo.version) listening on http://\(address):\(listener.port)/ (data in \(dataDirectory))\n"
         FileHandle.standardOutput.write(Data(banner.utf8))
         logger.info("listening on \(address):\(listener.port)")

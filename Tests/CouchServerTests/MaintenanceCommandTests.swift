@@ -36,7 +36,8 @@ import Testing
         // Beside a running server, it refuses (and leaves the database as it was).
         let refused = try run(["compact", "--data-dir", server.directory, "db"])
         #expect(refused.status != 0)
-        #expect(refused.output.contains("open in a running server"), "\(refused.output)")
+        #expect(refused.output.contains("in use by the Couchette server at http://127.0.0.1:\(port)/"), "\(refused.output)")
+        #expect(refused.output.contains("/DB/_compact"), "\(refused.output)")
         #expect(try JSONValue.parse(try httpRequest(port: port, "GET", "/db/doc").body)["n"] == 19)
         _ = server.stop(keepData: true)
         let compacted = try run(["compact", "--data-dir", server.directory, "db"])
@@ -48,6 +49,35 @@ import Testing
         defer { _ = restarted.stop() }
         let document = try JSONValue.parse(try httpRequest(port: restarted.port, "GET", "/db/doc").body)
         #expect(document["n"] == 19)
+    }
+
+    /// One owner per data directory: `couchette replicate` without `--server` beside a running
+    /// server replicates through it (it used to open the files itself, and the server then
+    /// counted 3 documents where there were more and refused every new one with 409), and
+    /// the other tools refuse, naming the server.
+    @Test func toolsBesideARunningServerGoThroughItOrRefuse() throws {
+        let server = try ServerProcess()
+        defer { _ = server.stop() }
+        let port = server.port
+        for name in ["src", "tgt"] { #expect(try httpRequest(port: port, "PUT", "/\(name)").status == 201) }
+        for index in 0..<3 {
+            #expect(try httpRequest(port: port, "PUT", "/tgt/old\(index)", body: Array("{}".utf8)).status == 201)
+        }
+        for index in 0..<10 {
+            #expect(try httpRequest(port: port, "PUT", "/src/doc\(index)", body: Array(#"{"n":\#(index)}"#.utf8)).status == 201)
+        }
+        let replicated = try run(["replicate", "src", "tgt", "--data-dir", server.directory, "--no-progress"])
+        #expect(replicated.status == 0, "\(replicated.output)")
+        #expect(replicated.output.contains("replicating through it"), "\(replicated.output)")
+        let info = try JSONValue.parse(try httpRequest(port: port, "GET", "/tgt").body)
+        #expect(info["doc_count"] == 13, "\(info.serializedString())")
+        #expect(try httpRequest(port: port, "PUT", "/tgt/new", body: Array("{}".utf8)).status == 201)
+        #expect(try httpRequest(port: port, "GET", "/tgt/doc7").status == 200)
+        for tool in [["dump", "tgt"], ["load", "tgt"], ["compact"]] {
+            let refused = try run(tool + ["--data-dir", server.directory])
+            #expect(refused.status != 0, "\(tool)")
+            #expect(refused.output.contains("in use by the Couchette server at http://127.0.0.1:\(port)/"), "\(tool): \(refused.output)")
+        }
     }
 
     /// Every leaf of every document of `database` with its history and attachment bytes,

@@ -40,6 +40,7 @@ public final class TestServer: @unchecked Sendable {
         server.shutdown()
         listener.stop()
         databases.updates.flush()
+        databases.ownership.release()
         if !keepData { try? FileManager.default.removeItem(atPath: directory) }
     }
 
