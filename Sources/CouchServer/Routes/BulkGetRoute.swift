@@ -31,7 +31,7 @@ enum BulkGetRoute {
             }
             return Item(id: DocumentID(id), revision: revision)
         }
-        var options = DocumentRenderOptions()
+        var options = DocumentRenderOptions(reader: try context.documentReadRule(for: database))
         options.revisions = try context.boolOption("revs") || body["revs"]?.boolValue == true
         options.attachments = try AttachmentRenderOptions(context, store: database.attachments)
         if body["attachments"]?.boolValue == true { options.attachments.mode = .data }

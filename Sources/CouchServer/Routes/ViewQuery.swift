@@ -71,7 +71,7 @@ final class ViewQuery: @unchecked Sendable {
         case .lazy: context.server.indexes.updateSoon(index, database: database)
         case .no: break
         }
-        var render = DocumentRenderOptions()
+        var render = DocumentRenderOptions(reader: try context.documentReadRule(for: database))
         render.conflicts = options.conflicts ?? false
         render.attachments = try AttachmentRenderOptions(context, store: database.attachments)
         if options.attachments { render.attachments.mode = .data }
