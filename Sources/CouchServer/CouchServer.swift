@@ -135,7 +135,9 @@ public final class CouchServer: RequestHandler {
 
     /// Every request, on the listener's thread unless it may run long (`OffThreadAnswer`).
     public func handle(_ request: HTTPRequest) -> HTTPResponse {
-        guard OffThreadAnswer.mayRunLong(path: request.path) || runsValidation(request) else { return answer(request) }
+        guard OffThreadAnswer.mayRunLong(method: request.method, path: request.path) || runsValidation(request) else {
+            return answer(request)
+        }
         return HTTPResponse(status: 200, body: .deferred(OffThreadAnswer(pool: longRequests) { [self] in answer(request) }))
     }
 
@@ -180,6 +182,8 @@ public final class CouchServer: RequestHandler {
             }
             return response
         } catch let error as CouchError {
+            // Work stopped because its client hung up: nobody reads this answer.
+            if error.kind == .stopped, RequestCancellation.current?.isCancelled == true { metrics.recordAbortedRequest() }
             var response = HTTPResponse.error(error)
             if error.kind == .methodNotAllowed, let endpoint = try? Endpoint(path: request.path),
                let allow = RouteTable.allowHeader(for: endpoint) {

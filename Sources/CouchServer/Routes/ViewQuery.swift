@@ -237,6 +237,8 @@ final class ViewQuery: @unchecked Sendable {
             var current: (sortKey: [UInt8], key: JSONValue)?
             var after: ViewPosition?
             while limit > 0 {
+                // Reduced before the status is sent, so it may run long: it stops with its client.
+                try RequestCancellation.checkCurrent()
                 let page = try index.rows(view: view, range: range, after: after, limit: Self.pageSize)
                 for row in page {
                     let groupKey: JSONValue
