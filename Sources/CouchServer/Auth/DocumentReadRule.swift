@@ -6,7 +6,7 @@ import CouchStore
 /// system databases. In `_users` (`couch_users_db`) a non-admin reads only their own user
 /// document; in a replicator database (`couch_replicator_docs`) a reader who is neither an
 /// admin, nor the document's `owner`, nor the replicator (`_replicator` role) gets the
-/// document without credentials (no password in URLs, no `headers`, no `auth`).
+/// document without credentials (`ReplicationDocument.strippingCredentials`).
 ///
 /// The rule is applied where documents leave, not per route: `DocumentJSON.render` writes
 /// every document an answer carries and requires its options' rule (document reads,
@@ -68,14 +68,9 @@ enum DocumentReadRule: Sendable {
     /// the reader may not see the document at all.
     func readable(_ row: ChangeRow) -> ChangeRow? {
         guard isRestricted else { return row }
-        guard let body = row.body else {
-            if case .ownUserDocument(let user) = self,
-               (try? UsersDatabase.checkRead(row.id, user: user, isAdmin: false)) == nil { return nil }
-            return row
-        }
-        let revision = StoredRevision(id: row.id, revision: row.winner, isDeleted: row.isDeleted, body: body,
+        let revision = StoredRevision(id: row.id, revision: row.winner, isDeleted: row.isDeleted, body: row.body ?? [],
                                       attachments: row.attachments)
         guard let shown = try? readable(revision) else { return nil }
-        return row.replacingBody(shown.body)
+        return row.body == nil ? row : row.replacingBody(shown.body)
     }
 }
