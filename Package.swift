@@ -37,10 +37,13 @@ let package = Package(
                        providers: [.apt(["libjavascriptcoregtk-4.1-dev"])]),
         // ICU's collator (Debian's libicu-dev) behind a header of its own: CouchDB's string order.
         .target(name: "CCollation", linkerSettings: [.linkedLibrary("icui18n"), .linkedLibrary("icuuc")]),
+        // Mango's `$regex` on Debian's RE2 (libre2-dev), whose matching is linear in the text,
+        // behind a C interface (one small C++ file).
+        .target(name: "CRegex", linkerSettings: [.linkedLibrary("re2")]),
         // Typed wrappers for the variadic C functions Swift cannot call.
         .target(name: "CShims", dependencies: ["CMicroHTTPD", "CCurl"]),
 
-        .target(name: "CouchCore", dependencies: ["CCrypto", "CZlib", "CCollation"]),
+        .target(name: "CouchCore", dependencies: ["CCrypto", "CZlib", "CCollation", "CRegex"]),
         .target(name: "CouchStore", dependencies: [
             "CouchCore", "CSQLite", .product(name: "Logging", package: "swift-log"),
         ]),

@@ -324,28 +324,6 @@ private func _compareIntegerTexts(_ x: String, _ y: String) -> Int {
     return a.negative ? -magnitude : magnitude
 }
 
-// MARK: - Regex
-
-/// A compiled `$regex` pattern. CouchDB uses PCRE (re:run, unanchored search); this uses Swift's
-/// `Regex`, which accepts PCRE-like syntax, matching on Unicode scalars.
-struct _MangoRegex: @unchecked Sendable {  // Regex is an immutable value; matching is thread-safe
-    let pattern: String
-    private let regex: Regex<AnyRegexOutput>
-
-    init?(_ pattern: String) {
-        guard let parsed = try? Regex(pattern) else { return nil }
-        let regex = parsed.matchingSemantics(.unicodeScalar)
-        // Force compilation now: some unsupported constructs only fail when first used.
-        do { _ = try regex.firstMatch(in: "") } catch { return nil }
-        self.pattern = pattern
-        self.regex = regex
-    }
-
-    func matches(_ string: String) -> Bool {
-        (try? regex.firstMatch(in: string)) != nil
-    }
-}
-
 // MARK: - Public comparison entry points (the Mango planner and indexes use the matcher's orders)
 
 public enum MangoCollation {

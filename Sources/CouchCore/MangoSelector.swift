@@ -5,7 +5,8 @@
 // without "a"), then compiled into a tree that `matches(_:)` evaluates.
 //
 // Deviations from CouchDB, on purpose:
-// - `$regex` uses Swift's `Regex` (PCRE-like syntax, Unicode scalar semantics) instead of PCRE.
+// - `$regex` runs on RE2 (linear time) instead of PCRE: patterns RE2 does not offer
+//   (backreferences, lookaround, possessive quantifiers, `\Z`) are refused as invalid.
 // - `$mod` with a divisor of 0 is rejected at validation; CouchDB accepts it and then fails at
 //   match time. `$mod`/`$size` arguments must fit in `Int`.
 // - A `$nor` left inside `$elemMatch`/`$allMatch`/`$keyMapMatch` under a field (CouchDB does not
@@ -64,7 +65,7 @@ enum _MangoOp: Sendable {
     case exists(Bool)
     case type(String)
     case mod(divisor: Int, remainder: Int)
-    case regex(_MangoRegex)
+    case regex(MangoRegex)
     case size(Int)
     case all([JSONValue])
     case beginsWith(String)
@@ -176,7 +177,7 @@ indirect enum _MangoSel: Sendable {
             else { throw badArg(key, arg) }
             return .op(.mod(divisor: divisor, remainder: remainder))
         case "$regex":
-            guard case .string(let pattern) = arg, let regex = _MangoRegex(pattern) else { throw badArg(key, arg) }
+            guard case .string(let pattern) = arg, let regex = MangoRegex(pattern) else { throw badArg(key, arg) }
             return .op(.regex(regex))
         case "$all":
             guard case .array(let values) = arg else { throw badArg(key, arg) }

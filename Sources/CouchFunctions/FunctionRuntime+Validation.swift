@@ -94,8 +94,8 @@ extension FunctionRuntime {
             guard case .array(let outcomes)? = try self.call(call, owner: database.name) else {
                 throw CouchError.internalError("validation answered no result")
             }
-            for (position, index) in pending.enumerated() where position < outcomes.count {
-                results[index] = Self.validationError(outcomes[position])
+            for (position, index) in pending.enumerated() {
+                results[index] = Self.validationError(position < outcomes.count ? outcomes[position] : .null)
             }
         } catch {
             for index in pending { results[index] = error }
@@ -103,14 +103,23 @@ extension FunctionRuntime {
         return results
     }
 
-    /// CouchDB's reading of one validation's outcome: nothing (it passed), a thrown value
-    /// (`{forbidden}` → 403, `{unauthorized}` → 401, another one-member object or a string →
-    /// `unknown_error`, `["error", name, reason]` → that error), or an `Error` (its name).
+    /// CouchDB's reading of one validation's outcome (the JSON text `validateBatch` gives):
+    /// `"pass"`, the only one that lets the write through; a thrown value (`{forbidden}` → 403,
+    /// `{unauthorized}` → 401, another one-member object or a string → `unknown_error`,
+    /// `["error", name, reason]` → that error, anything else → 500 `unnamed_error`); an `Error`
+    /// (its name); a throw JSON cannot carry (CouchDB's answer: 500 `parse_error`). Anything
+    /// unreadable refuses the write too.
     static func validationError(_ outcome: JSONValue) -> CouchError? {
+        guard case .string(let text) = outcome else { return CouchError.internalError("validation answered no outcome") }
+        if text == "pass" { return nil }
+        guard let outcome = try? JSONValue.parse(Array(text.utf8)) else {
+            return CouchError.internalError("validation answered an unreadable outcome")
+        }
         if case .array(let error)? = outcome["error"], error.count == 2, let name = error[0].stringValue {
             return CouchError.named(name, "\(name): \(error[1].stringValue ?? "")")
         }
-        guard let thrown = outcome["thrown"] else { return nil }
+        if outcome["unserializable"] == true { return CouchError.named("parse_error", "bad_token") }
+        guard let thrown = outcome["thrown"] else { return CouchError.internalError("validation answered no outcome") }
         switch thrown {
         case .object(let object):
             if let reason = object["forbidden"] { return CouchError(.forbidden, reason.stringValue ?? reason.serializedString()) }

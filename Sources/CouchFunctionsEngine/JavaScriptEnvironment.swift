@@ -57,21 +57,38 @@ enum JavaScriptEnvironment {
         return passed;
       };
       // Validations of several writes in one entry into the engine: for each entry
-      // [newDoc, oldDoc, userCtx], null when every function passed it, else what the first
-      // that refused threw ({thrown: value}) or the Error it raised ({error: [name, message]}).
+      // [newDoc, oldDoc, userCtx], "pass" when every function passed it, else the JSON text
+      // of what the first that refused threw ({"thrown": value}), of the Error it raised
+      // ({"error": [name, message]}), or {"unserializable": true} for a throw JSON cannot
+      // carry (a Symbol, a function, an object whose toJSON returns nothing). It fails
+      // closed: only the literal "pass" passes, and nothing functions leave behind (a
+      // replaced JSON, Object.defineProperty, prototypes' toJSON or index setters) can turn
+      // a refusal into one: the originals are taken here, before any function runs, and the
+      // answer carries its own toJSON (none).
+      var stringify = JSON.stringify, define = Object.defineProperty;
+      function outcome(error) {
+        try {
+          if (error && error.name && error.stack) { return stringify({error: [String(error.name), String(error.message)]}); }
+          var text = stringify(error === undefined ? null : error);
+          if (typeof text !== "string") { return '{"unserializable":true}'; }
+          return '{"thrown":' + text + '}';
+        } catch (e) {
+          return '{"unserializable":true}';
+        }
+      }
       state.validateBatch = function(functions, entries, secObj) {
         var results = [];
+        define(results, "toJSON", {value: undefined});
         for (var i = 0; i < entries.length; i++) {
-          var entry = entries[i], result = null;
-          for (var j = 0; j < functions.length && result === null; j++) {
+          var entry = entries[i], result = "pass";
+          for (var j = 0; j < functions.length && result === "pass"; j++) {
             try {
               functions[j](entry[0], entry[1], entry[2], secObj);
             } catch (error) {
-              if (error && error.name && error.stack) { result = {error: [String(error.name), String(error.message)]}; }
-              else { result = {thrown: error === undefined ? null : error}; }
+              result = outcome(error);
             }
           }
-          results.push(result);
+          define(results, i, {value: result, enumerable: true, writable: true, configurable: true});
         }
         return results;
       };

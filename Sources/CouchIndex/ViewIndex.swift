@@ -75,7 +75,8 @@ public final class ViewIndex: @unchecked Sendable {
 
     /// Brings the index up to the database's current sequence: purged documents' rows
     /// removed, then changed documents mapped in batches, each batch written in one
-    /// transaction. Concurrent callers wait for one update rather than run two.
+    /// transaction. Concurrent callers wait for one update rather than run two. A caller whose
+    /// client hangs up stops between batches (what it wrote stays; the next caller goes on).
     public func update(from database: Database) throws(CouchError) {
         let target = database.updateSequence
         if updateSequence >= target, ((try? database.purgeSequence) ?? 0) <= purgeSequence { return }
@@ -88,6 +89,7 @@ public final class ViewIndex: @unchecked Sendable {
         try applyPurges(database)
         var since = updateSequence
         while since < target {
+            try RequestCancellation.checkCurrent()
             let changes: [ChangeRow]
             do {
                 changes = try database.changes(ChangesQuery(since: since, limit: Self.batchSize, includeTree: true,

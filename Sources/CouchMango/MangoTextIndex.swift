@@ -127,10 +127,12 @@ final class MangoTextStore: @unchecked Sendable {
         sequence = seq
     }
 
-    /// Indexes the documents changed since the last update, in batches of one transaction each.
+    /// Indexes the documents changed since the last update, in batches of one transaction each
+    /// (stopping between two when the client that asked has gone).
     func update(from database: Database) throws {
         try lock.withLock {
             while sequence < database.updateSequence {
+                try RequestCancellation.checkCurrent()
                 let changes = try database.changes(ChangesQuery(since: sequence, limit: 1000, includeBodies: true))
                 guard let last = changes.last else { break }
                 try connection.run("BEGIN")

@@ -123,30 +123,37 @@ public enum ReplicationDocument {
     }
 
     /// CouchDB's `after_doc_read`: a reader who is neither an admin nor the owner sees the
-    /// endpoints without credentials (no password in URLs, no `headers` or `auth`).
+    /// endpoints without credentials: no `headers` or `auth`, and no user information in any
+    /// URL (CouchDB strips `user:password@` from string endpoints only; an object's `url` and
+    /// a proxy URL keep theirs there).
     public static func strippingCredentials(_ body: JSONObject) -> JSONObject {
         var body = body
         for field in ["source", "target"] {
             switch body[field] {
             case .string(let url)?:
-                body[field] = JSONValue(strippingPassword(url))
+                body[field] = JSONValue(strippingUserInformation(url))
             case .object(var endpoint)?:
                 endpoint.removeValue(forKey: "headers")
                 endpoint.removeValue(forKey: "auth")
+                if case .string(let url)? = endpoint["url"] { endpoint["url"] = JSONValue(strippingUserInformation(url)) }
                 body[field] = .object(endpoint)
             default:
                 break
             }
         }
+        for field in ["proxy", "source_proxy", "target_proxy"] {
+            if case .string(let url)? = body[field] { body[field] = JSONValue(strippingUserInformation(url)) }
+        }
         return body
     }
 
-    /// `http(s)://user:pass@host/...` → `http(s)://host/...`
-    static func strippingPassword(_ url: String) -> String {
-        guard let scheme = url.range(of: "://"), url.hasPrefix("http"),
-              let at = url[scheme.upperBound...].firstIndex(of: "@") else { return url }
-        let credentials = url[scheme.upperBound..<at]
-        guard credentials.contains(":") else { return url }
+    /// `scheme://user:pass@host/...` (or `user@`, a token) → `scheme://host/...`. The user
+    /// information ends at the authority's last `@`: a password may hold a raw `@`.
+    static func strippingUserInformation(_ url: String) -> String {
+        guard let scheme = url.range(of: "://") else { return url }
+        let rest = url[scheme.upperBound...]
+        let authority = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        guard let at = authority.lastIndex(of: "@") else { return url }
         return String(url[..<scheme.upperBound]) + url[url.index(after: at)...]
     }
 

@@ -137,7 +137,7 @@ public final class CouchServer: RequestHandler {
 
     /// Every request, on the listener's thread unless it may run long (`OffThreadAnswer`).
     public func handle(_ request: HTTPRequest) -> HTTPResponse {
-        guard OffThreadAnswer.mayRunLong(path: request.path) || OffThreadAnswer.filtersChanges(request)
+        guard OffThreadAnswer.mayRunLong(method: request.method, path: request.path) || OffThreadAnswer.filtersChanges(request)
                 || runsValidation(request) else { return answer(request) }
         return HTTPResponse(status: 200, body: .deferred(OffThreadAnswer(queue: longRequests, path: request.path) { [self] in
             answer(request)
@@ -185,6 +185,8 @@ public final class CouchServer: RequestHandler {
             }
             return response
         } catch let error as CouchError {
+            // Work stopped because its client hung up: nobody reads this answer.
+            if error.kind == .stopped, RequestCancellation.current?.isCancelled == true { metrics.recordAbortedRequest() }
             var response = HTTPResponse.error(error)
             if error.kind == .methodNotAllowed, let endpoint = try? Endpoint(path: request.path),
                let allow = RouteTable.allowHeader(for: endpoint) {

@@ -3,6 +3,8 @@ import CouchStore
 
 /// Which metadata a document's JSON carries, from CouchDB's query options.
 struct DocumentRenderOptions: Sendable {
+    /// What the reader may see (`DocumentReadRule`): every rendering applies it.
+    let reader: DocumentReadRule
     var revisions = false
     var revisionsInfo = false
     var conflicts = false
@@ -10,9 +12,14 @@ struct DocumentRenderOptions: Sendable {
     var localSequence = false
     var attachments = AttachmentRenderOptions()
 
-    init() {}
+    init(reader: DocumentReadRule) {
+        self.reader = reader
+    }
 
-    init(_ context: RouteContext, store: AttachmentStore? = nil) throws(CouchError) {
+    /// The request's reader and options, for documents of `database`.
+    init(_ context: RouteContext, database: Database) throws {
+        reader = try context.documentReadRule(for: database)
+        let store = database.attachments
         let meta = try context.boolOption("meta")
         revisions = try context.boolOption("revs")
         revisionsInfo = try context.boolOption("revs_info") || meta
@@ -73,14 +80,31 @@ struct AttachmentRenderOptions: Sendable {
 /// into the stored bytes without parsing them.
 enum DocumentJSON {
     /// `borrowedBody`: the stored body when a listing borrows it from its statement (then
-    /// `revision.body` is not read).
+    /// `revision.body` is not read). Throws when the reader may not see the document; writes
+    /// what the reader may see of it (`options.reader`).
     static func render(_ revision: StoredRevision, borrowedBody: UnsafeRawBufferPointer? = nil, record: DocumentRecord?,
                        options: DocumentRenderOptions, into output: inout [UInt8]) throws {
-        guard let body = borrowedBody else {
-            return try revision.body.withUnsafeBytes { body in
-                try render(revision, borrowedBody: body, record: record, options: options, into: &output)
+        if options.reader.isRestricted {
+            var stored = revision
+            if let borrowedBody {
+                stored = StoredRevision(id: revision.id, revision: revision.revision, isDeleted: revision.isDeleted,
+                                        body: Array(borrowedBody), attachments: revision.attachments)
+            }
+            let shown = try options.reader.readable(stored)
+            return try shown.body.withUnsafeBytes { body in
+                try write(shown, body: body, record: record, options: options, into: &output)
             }
         }
+        guard let body = borrowedBody else {
+            return try revision.body.withUnsafeBytes { body in
+                try write(revision, body: body, record: record, options: options, into: &output)
+            }
+        }
+        try write(revision, body: body, record: record, options: options, into: &output)
+    }
+
+    private static func write(_ revision: StoredRevision, body: UnsafeRawBufferPointer, record: DocumentRecord?,
+                              options: DocumentRenderOptions, into output: inout [UInt8]) throws {
         output.append(contentsOf: #"{"_id":"#.utf8)
         JSONWriter.appendString(revision.id.rawValue, to: &output)
         output.append(contentsOf: #","_rev":"#.utf8)

@@ -4,43 +4,48 @@ import Foundation
 
 /// Builds a MIME multipart body (`multipart/mixed`, `multipart/related`) as CouchDB writes
 /// them; attachment parts refer to blob files, so large bodies are streamed, not copied.
+/// Bytes accumulate in one buffer until a file part closes the run: the body is built in time
+/// linear in its size (a `_bulk_get` of 100,000 documents is one append per part).
 struct MultipartWriter {
     let boundary = Digest.randomHex(bytes: 16)
-    private(set) var segments: [SegmentedStream.Segment] = []
+    /// Byte runs and files before `pending`.
+    private var segments: [SegmentedStream.Segment] = []
+    private var pending: [UInt8] = []
 
     func contentType(subtype: String) -> String {
         "multipart/\(subtype); boundary=\"\(boundary)\""
     }
 
     mutating func addPart(headers: [(String, String)], body: [UInt8]) {
-        appendBytes(head(headers) + body + Array("\r\n".utf8))
+        appendHead(headers)
+        pending.append(contentsOf: body)
+        pending.append(contentsOf: "\r\n".utf8)
     }
 
     mutating func addPart(headers: [(String, String)], file path: String, length: Int) {
-        appendBytes(head(headers))
-        segments.append(.file(path: path, offset: 0, length: length))
-        appendBytes(Array("\r\n".utf8))
+        appendHead(headers)
+        appendSegment(.file(path: path, offset: 0, length: length))
+        pending.append(contentsOf: "\r\n".utf8)
     }
 
     /// A part whose body is itself a multipart body (a document with its attachments).
     mutating func addPart(headers: [(String, String)], nested: MultipartWriter, subtype: String) {
-        appendBytes(head(headers + [("Content-Type", nested.contentType(subtype: subtype))]))
-        for segment in nested.finished().segments {
-            if case .bytes(let bytes) = segment { appendBytes(bytes) } else { segments.append(segment) }
-        }
-        appendBytes(Array("\r\n".utf8))
+        appendHead(headers + [("Content-Type", nested.contentType(subtype: subtype))])
+        for segment in nested.finishedSegments() { appendSegment(segment) }
+        pending.append(contentsOf: "\r\n".utf8)
     }
 
-    /// The body with its closing delimiter.
-    func finished() -> MultipartWriter {
+    /// The body's segments with its closing delimiter.
+    func finishedSegments() -> [SegmentedStream.Segment] {
         var copy = self
-        copy.appendBytes(Array("--\(boundary)--".utf8))
-        return copy
+        copy.pending.append(contentsOf: "--\(boundary)--".utf8)
+        copy.segments.append(.bytes(copy.pending))
+        return copy.segments
     }
 
     /// A response carrying this body (closed), streamed when it refers to files.
     func response(subtype: String, status: Int = 200) -> HTTPResponse {
-        let body = finished().segments
+        let body = finishedSegments()
         let headers = [("Content-Type", contentType(subtype: subtype))]
         if body.count == 1, case .bytes(let bytes) = body[0] {
             return HTTPResponse(status: status, headers: headers, body: .bytes(bytes))
@@ -48,18 +53,27 @@ struct MultipartWriter {
         return HTTPResponse(status: status, headers: headers, body: .stream(SegmentedStream(body)))
     }
 
-    private func head(_ headers: [(String, String)]) -> [UInt8] {
-        var text = "--\(boundary)\r\n"
-        for (name, value) in headers { text += "\(name): \(value)\r\n" }
-        return Array((text + "\r\n").utf8)
+    private mutating func appendHead(_ headers: [(String, String)]) {
+        pending.append(contentsOf: "--\(boundary)\r\n".utf8)
+        for (name, value) in headers {
+            pending.append(contentsOf: name.utf8)
+            pending.append(contentsOf: ": ".utf8)
+            pending.append(contentsOf: value.utf8)
+            pending.append(contentsOf: "\r\n".utf8)
+        }
+        pending.append(contentsOf: "\r\n".utf8)
     }
 
-    private mutating func appendBytes(_ bytes: [UInt8]) {
-        if case .bytes(let existing)? = segments.last {
-            segments[segments.count - 1] = .bytes(existing + bytes)
-        } else {
-            segments.append(.bytes(bytes))
+    private mutating func appendSegment(_ segment: SegmentedStream.Segment) {
+        if case .bytes(let bytes) = segment {
+            pending.append(contentsOf: bytes)
+            return
         }
+        if !pending.isEmpty {
+            segments.append(.bytes(pending))
+            pending = []
+        }
+        segments.append(segment)
     }
 }
 

@@ -31,11 +31,23 @@ final class OffThreadAnswer: DeferredResponse, @unchecked Sendable {
     /// Whether a request's path names a route that runs design functions or builds an index
     /// (writes into a database with validation functions are the server's to recognise):
     /// `_view`, `_show`, `_list`, `_update`, `_rewrite` and `_search` of a design document,
-    /// `_find` (and their partitioned forms). Decided from the path alone, before the request
-    /// is parsed, so that the other requests pay for a few byte comparisons only.
+    /// `_find` (and their partitioned forms), or reads as many documents as its body names
+    /// (`_bulk_get`, `_revs_diff`, `_missing_revs`). Decided from the path alone, before the
+    /// request is parsed, so that the other requests pay for a few byte comparisons only.
     static func mayRunLong(path: String) -> Bool {
         if let answer = path.utf8.withContiguousStorageIfAvailable(namesLongRoute) { return answer }
         return Array(path.utf8).withUnsafeBufferPointer(namesLongRoute)
+    }
+
+    /// `mayRunLong(path:)`, and listings whose `POST` body may name millions of keys
+    /// (`_all_docs`, `_design_docs`, and their `/queries`); their `GET`s stream as they are read.
+    static func mayRunLong(method: String, path: String) -> Bool {
+        if mayRunLong(path: path) { return true }
+        guard method == "POST" else { return false }
+        let segments = path.utf8.split(separator: UInt8(ascii: "/"), maxSplits: 3)
+        guard segments.count == 2 || segments.count == 3 else { return false }
+        return keyedListings.contains { segments[1].elementsEqual($0) }
+            && (segments.count == 2 || segments[2].elementsEqual("queries".utf8))
     }
 
     /// The database a request may write documents into, running its validation functions:
@@ -64,6 +76,8 @@ final class OffThreadAnswer: DeferredResponse, @unchecked Sendable {
 
     private static let designFunctions = ["_view", "_show", "_list", "_update", "_rewrite", "_search"].map { Array($0.utf8) }
     private static let find = Array("_find".utf8)
+    private static let bodyListings = ["_bulk_get", "_revs_diff", "_missing_revs"].map { Array($0.utf8) }
+    private static let keyedListings = ["_all_docs", "_design_docs"].map { Array($0.utf8) }
     private static let design = Array("_design".utf8)
 
     /// Segments are compared raw: a percent-encoded name (`_design%2Fddoc`) is simply not
@@ -78,7 +92,7 @@ final class OffThreadAnswer: DeferredResponse, @unchecked Sendable {
         var rest = segments.dropFirst()
         if rest.first.map({ $0.elementsEqual("_partition".utf8) }) == true { rest = rest.dropFirst(2) }
         guard let first = rest.first else { return false }
-        if first.elementsEqual(find) { return rest.count == 1 }
+        if first.elementsEqual(find) || bodyListings.contains(where: { first.elementsEqual($0) }) { return rest.count == 1 }
         guard first.elementsEqual(design), rest.count >= 3 else { return false }
         let resource = rest[rest.startIndex + 2]
         return designFunctions.contains { resource.elementsEqual($0) }

@@ -245,6 +245,10 @@ public final class BlobWriter {
     private let md5 = StreamingDigest(.md5)
     private let sha256 = StreamingDigest(.sha256)
     public private(set) var length = 0
+    /// Synced and closed by `close`, not yet handed to the store.
+    private var closed: (path: String, digests: (md5: [UInt8], sha256: [UInt8], length: Int))?
+    /// The store took the staging file (it moved or removed it).
+    private var handedOver = false
 
     init(directory: String) throws(CouchError) {
         path = directory + "/" + Digest.randomHex(bytes: 12)
@@ -273,11 +277,25 @@ public final class BlobWriter {
         try bytes.withUnsafeBytes { try write($0) }
     }
 
+    /// Syncs and closes the staging file now, freeing its descriptor; the store moves it into
+    /// place later (`AttachmentStore.commit`). A request with many parts holds files, not
+    /// descriptors.
+    public func close() throws(CouchError) {
+        closed = try syncAndClose()
+    }
+
     func finish() throws(CouchError) -> (path: String, digests: (md5: [UInt8], sha256: [UInt8], length: Int)) {
+        let finished: (path: String, digests: (md5: [UInt8], sha256: [UInt8], length: Int))
+        if let closed { finished = closed } else { finished = try syncAndClose() }
+        handedOver = true
+        return finished
+    }
+
+    private func syncAndClose() throws(CouchError) -> (path: String, digests: (md5: [UInt8], sha256: [UInt8], length: Int)) {
         guard descriptor >= 0 else { throw CouchError.internalError("attachment writer already closed") }
         let synced = fsync(descriptor) == 0
         let failure = errno
-        close(descriptor)
+        Glibc.close(descriptor)
         descriptor = -1
         guard synced else {
             unlink(path)
@@ -286,11 +304,16 @@ public final class BlobWriter {
         return (path, (md5.finish(), sha256.finish(), length))
     }
 
-    /// Drops an unfinished blob.
+    /// Drops a blob the store has not taken.
     public func abandon() {
-        guard descriptor >= 0 else { return }
-        close(descriptor)
-        descriptor = -1
+        guard !handedOver else { return }
+        if descriptor >= 0 {
+            Glibc.close(descriptor)
+            descriptor = -1
+        } else if closed == nil {
+            return  // never opened, or its sync failed and removed it
+        }
+        handedOver = true
         unlink(path)
     }
 }

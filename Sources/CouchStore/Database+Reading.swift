@@ -251,7 +251,10 @@ extension Database {
         return try readers.withConnection { connection in
             try connection.run("BEGIN")
             defer { try? connection.run("COMMIT") }
-            return try ids.map { id in
+            // A request may name millions: it stops when its client hangs up.
+            let cancellation = RequestCancellation.current
+            return try ids.enumerated().map { index, id in
+                if index % 256 == 0 { try cancellation?.check() }
                 var found: AllDocumentsRow?
                 try connection.query("SELECT \(columns) FROM documents WHERE doc_id = ?", [.text(id.rawValue)]) { row in
                     found = Self.allDocumentsRow(row, includeTree: includeTree, includeBody: includeBodies,

@@ -13,7 +13,11 @@ extension Database {
         try readers.withConnection { connection in
             try connection.run("BEGIN")
             defer { try? connection.run("COMMIT") }
-            return try request.compactMap { id, revisions -> RevisionDifference? in
+            // A request may name millions: it stops when its client hangs up.
+            let cancellation = RequestCancellation.current
+            return try request.enumerated().compactMap { index, entry -> RevisionDifference? in
+                let (id, revisions) = entry
+                if index % 256 == 0 { try cancellation?.check() }
                 guard let record = try Self.record(id, connection: connection) else {
                     var seen = Set<RevisionID>()
                     let missing = revisions.filter { seen.insert($0).inserted }

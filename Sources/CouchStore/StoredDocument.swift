@@ -64,6 +64,12 @@ public struct ChangeRow: Sendable {
     /// The winning revision's body and attachments, when asked for.
     public let body: [UInt8]?
     public let attachments: [AttachmentInfo]
+
+    /// The same row with another body (a reader's view of it).
+    public func replacingBody(_ body: [UInt8]?) -> ChangeRow {
+        ChangeRow(sequence: sequence, id: id, winner: winner, isDeleted: isDeleted, tree: tree, body: body,
+                  attachments: attachments)
+    }
 }
 
 public struct ChangesQuery: Sendable {

@@ -286,6 +286,29 @@ private func normalized(_ selectorText: String) throws -> String {
         #expect(try !matches(#"{"s":{"$regex":"^\\d{3}-\\d{4}$"}}"#, #"{"s":"555-12345"}"#))
         #expect(try !matches(#"{"s":{"$regex":"1"}}"#, #"{"s":1}"#))  // strings only
         #expect(try matches(#"{"s":{"$regex":"^.$"}}"#, #"{"s":"é"}"#))
+        #expect(try matches(#"{"s":{"$regex":"cd$"}}"#, #"{"s":"ab\u0000cd"}"#))  // the whole string, past a NUL
+        #expect(try matches(#"{"s":{"$regex":"^(?<word>\\w+) (?P<other>\\w+)$"}}"#, #"{"s":"two words"}"#))
+    }
+
+    /// Patterns that make a backtracking matcher take exponential (or quadratic) time answer
+    /// at once: RE2 matches in time linear in the string.
+    @Test func catastrophicPatternsAnswerWithTheRightResult() throws {
+        let thirtyEight = String(repeating: "a", count: 38)
+        #expect(try matches(#"{"s":{"$regex":"^(a|aa)+$"}}"#, #"{"s":"\#(thirtyEight)"}"#))
+        #expect(try !matches(#"{"s":{"$regex":"^(a|aa)+$"}}"#, #"{"s":"\#(thirtyEight)!"}"#))
+        let many = String(repeating: "a", count: 5_000)
+        #expect(try !matches(#"{"s":{"$regex":"(a|a)*b"}}"#, #"{"s":"\#(many)"}"#))
+        #expect(try matches(#"{"s":{"$regex":"(a|a)*b"}}"#, #"{"s":"\#(many)b"}"#))
+        #expect(try !matches(#"{"s":{"$regex":"^(a+)+$"}}"#, #"{"s":"\#(many)!"}"#))
+    }
+
+    @Test func groupNamesAreTranslatedOutsideEscapesAndClasses() {
+        #expect(MangoRegex.translatingGroupNames("(?<n>x)") == "(?P<n>x)")
+        #expect(MangoRegex.translatingGroupNames("(?<=a)b(?<!c)") == "(?<=a)b(?<!c)")
+        #expect(MangoRegex.translatingGroupNames(#"\(?<n>"#) == #"\(?<n>"#)
+        #expect(MangoRegex.translatingGroupNames("[(?<n>](?<m>y)") == "[(?<n>](?P<m>y)")
+        #expect(MangoRegex.translatingGroupNames("[]](?<m>y)") == "[]](?P<m>y)")
+        #expect(MangoRegex.translatingGroupNames("é(?<m>y)") == "é(?P<m>y)")
     }
 
     @Test func beginsWithOperator() throws {
@@ -378,6 +401,11 @@ private func normalized(_ selectorText: String) throws -> String {
         (#"{"a":{"$mod":[2.5,1]}}"#, "Bad argument for operator $mod: [2.5,1]"),
         (#"{"a":{"$regex":"("}}"#, #"Bad argument for operator $regex: "(""#),
         (#"{"a":{"$regex":1}}"#, "Bad argument for operator $regex: 1"),
+        // What RE2 does not offer (it would need backtracking) is refused as an invalid pattern.
+        (#"{"a":{"$regex":"(a)\\1"}}"#, #"Bad argument for operator $regex: "(a)\\1""#),
+        (#"{"a":{"$regex":"a(?=b)"}}"#, #"Bad argument for operator $regex: "a(?=b)""#),
+        (#"{"a":{"$regex":"(?<=a)b"}}"#, #"Bad argument for operator $regex: "(?<=a)b""#),
+        (#"{"a":{"$regex":"a++"}}"#, #"Bad argument for operator $regex: "a++""#),
         (#"{"a":{"$all":"x"}}"#, #"Bad argument for operator $all: "x""#),
         (#"{"a":{"$elemMatch":1}}"#, "Bad argument for operator $elemMatch: 1"),
         (#"{"a":{"$allMatch":[]}}"#, "Bad argument for operator $allMatch: []"),

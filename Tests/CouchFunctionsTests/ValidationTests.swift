@@ -184,4 +184,45 @@ import Testing
         #expect(json == ["error": "unknown_error", "reason": "just a string"])
         #expect(try server.json("PUT", "/db/fine", body: "{}").status == 201)
     }
+
+    /// Whatever a validation function throws, only CouchDB's `{forbidden}` and
+    /// `{unauthorized}` get their 4xx; any other throw refuses the write with a 500 (as
+    /// CouchDB's couchjs answers), in `PUT` and in each document of a `_bulk_docs`, and
+    /// nothing is stored: values JSON cannot carry and functions that tamper with the
+    /// engine's JSON or prototypes included.
+    @Test func everyOtherThrowRefusesTheWrite() throws {
+        let server = try TestServer()
+        defer { server.stop() }
+        try server.createDatabase("db")
+        let thrownValues: [(String, String)] = [
+            ("Symbol('x')", "parse_error"), ("function() {}", "parse_error"), ("{toJSON: function() {}}", "parse_error"),
+            ("{toJSON: function() { throw new Error('no'); }}", "parse_error"),
+            ("{get forbidden() { throw 1; }}", "parse_error"),
+            ("null", "unnamed_error"), ("undefined", "unnamed_error"), ("42", "unnamed_error"), ("true", "unnamed_error"),
+            ("1", "unnamed_error"), ("[1, 2]", "unnamed_error"), ("{}", "unnamed_error"), ("{a: 1, b: 2}", "unnamed_error"),
+            ("'pass'", "unknown_error"), ("{a: 1}", "unknown_error"), ("{forbidden: Symbol()}", "unnamed_error"),
+            ("{forbidden: undefined}", "unnamed_error"), ("new TypeError('bad')", "TypeError"),
+            ("['error', 'not_yours', 'why']", "not_yours"), ("Object.create(null)", "unnamed_error"),
+            // Tampering with what carries the answer out of the engine changes nothing.
+            ("(JSON.stringify = function() { return undefined; }, {forbidden: 'still'})", "forbidden"),
+            ("(Array.prototype.toJSON = function() { return ['pass', 'pass']; }, {forbidden: 'still'})", "forbidden"),
+            ("(Object.defineProperty(Array.prototype, '0', {set: function() {}, configurable: true}), {forbidden: 'still'})",
+             "forbidden"),
+        ]
+        for (index, (thrown, error)) in thrownValues.enumerated() {
+            let ddoc: JSONValue = ["validate_doc_update": JSONValue("function(newDoc) { if (!newDoc.ok) throw \(thrown); }")]
+            #expect(try server.json("PUT", "/db/_design/v\(index)", body: ddoc.serializedString()).status == 201)
+            let (status, json) = try server.json("PUT", "/db/doc\(index)", body: "{}")
+            #expect(status == (error == "forbidden" ? 403 : 500), "throw \(thrown): \(status) \(json.serializedString())")
+            #expect(json["error"] == JSONValue(error), "throw \(thrown): \(json.serializedString())")
+            #expect(try server.request("GET", "/db/doc\(index)").status == 404, "throw \(thrown) stored the document")
+            let bulk = try server.json("POST", "/db/_bulk_docs", body: #"{"docs": [{"_id": "bulk\#(index)"}, {"_id": "fine\#(index)", "ok": true}]}"#)
+            #expect(bulk.json.arrayValue?.first?["error"] == JSONValue(error), "throw \(thrown) in _bulk_docs: \(bulk.json.serializedString())")
+            #expect(try server.request("GET", "/db/bulk\(index)").status == 404, "throw \(thrown) stored the bulk document")
+            // Deleted so that the next function alone judges the next write.
+            let rev = try #require(try server.json("GET", "/db/_design/v\(index)").json["_rev"]?.stringValue)
+            #expect(try server.request("DELETE", "/db/_design/v\(index)?rev=\(rev)").status == 200)
+        }
+        #expect(try server.json("PUT", "/db/fine", body: #"{"ok": true}"#).status == 201)
+    }
 }

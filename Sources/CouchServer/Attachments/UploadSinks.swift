@@ -20,8 +20,14 @@ final class BlobUploadSink: RequestBodySink, @unchecked Sendable {
 }
 
 /// Streams a `multipart/related` document upload: the first part is the document's JSON,
-/// every further part an attachment body written straight into the blob store.
+/// every further part an attachment body written straight into the blob store. Each part's
+/// staging file is synced and closed as the part ends, so a request holds one descriptor
+/// whatever its number of parts, and at most `maximumAttachments` parts are taken.
 final class MultipartUploadSink: RequestBodySink, MultipartReader.Delegate, @unchecked Sendable {
+    /// Attachments one request may carry: each costs a file, a sync and a rename before the
+    /// document is written (CouchDB has no such bound).
+    static let maximumAttachments = 1_000
+
     struct Part {
         let headers: [String: String]
         let writer: BlobWriter
@@ -56,6 +62,9 @@ final class MultipartUploadSink: RequestBodySink, MultipartReader.Delegate, @unc
 
     func beginPart(headers: [String: String]) throws {
         partCount += 1
+        if partCount > Self.maximumAttachments + 1 {
+            throw CouchError(.tooLarge, "A multipart request may carry at most \(Self.maximumAttachments) attachments.")
+        }
         if partCount > 1 {
             let writer = try store.makeWriter()
             current = writer
@@ -74,7 +83,10 @@ final class MultipartUploadSink: RequestBodySink, MultipartReader.Delegate, @unc
         }
     }
 
-    func endPart() throws { current = nil }
+    func endPart() throws {
+        try current?.close()
+        current = nil
+    }
 
     /// The document JSON and the attachment parts in order, with the file name each
     /// part's `Content-Disposition` gives, if any.

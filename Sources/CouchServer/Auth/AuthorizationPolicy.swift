@@ -116,9 +116,12 @@ enum AuthorizationPolicy {
             case ("_users", .designDocuments), ("_users", .bulkGet):
                 return .serverAdmin
             // Answers about documents one may not read (`possible_ancestors` tells which
-            // users exist): CouchDB's `_users` is for admins only.
-            case ("_users", .revisionsDifference), ("_users", .missingRevisions):
+            // users exist; purged IDs name users): CouchDB's `_users` is for admins only.
+            case ("_users", .revisionsDifference), ("_users", .missingRevisions), ("_users", .purgedInfos):
                 return .serverAdmin
+            // Indexes are design documents, which only admins read in `_users`.
+            case ("_users", .index):
+                return .databaseAdmin
             case ("_users", .security) where method == .PUT && !usersSecurityEditable:
                 return .refused(CouchError(.forbidden, "You can't edit the security object of the user database."))
             default:
@@ -130,6 +133,12 @@ enum AuthorizationPolicy {
         // `POST /db/_compact/ddoc` is compaction, for database admins as `_compact`.
         case .designResource(_, _, "_compact"):
             return .databaseAdminToCompact
+        // Views, shows, lists... of `_users` read its design documents and every user's
+        // document: for admins only (CouchDB's "Only administrators can view design docs").
+        case .designResource(let database, let id, _) where database == UsersDatabase.name:
+            return .userDocument(id, reading: true)
+        case .index(let database, _) where database == UsersDatabase.name:
+            return .databaseAdmin
         case .server, .database, .databaseResource, .designResource, .scheduler, .node, .index, .utils, .partition:
             return base
         }

@@ -11,6 +11,14 @@ extension RouteContext {
         return try server.accessControl.access(for: user, to: endpoint)
     }
 
+    /// What the user may see of `database`'s documents (the security object is read only
+    /// for the system databases, whose rules depend on it).
+    func documentReadRule(for database: Database) throws -> DocumentReadRule {
+        guard database.name == UsersDatabase.name || database.name.isReplicator else { return .whole }
+        let isAdmin = try user.isServerAdmin || databaseAccessForWrites().isAdmin
+        return DocumentReadRule(database: database.name, user: user, isAdmin: isAdmin)
+    }
+
     /// A document about to be written: within `max_document_size`, a design document only
     /// by a database admin, a `_users` document by CouchDB's rules and with its password
     /// hashed. Throws the refusal.

@@ -8,6 +8,7 @@ struct ChangeRowWriter: Sendable {
     let includeDocs: Bool
     let conflicts: Bool
     let attachments: AttachmentRenderOptions
+    let reader: DocumentReadRule
 
     /// `body`: the stored body when borrowed from the statement (`row.body` is then nil).
     func append(_ row: ChangeRow, body borrowed: UnsafeRawBufferPointer? = nil, to output: inout [UInt8]) throws {
@@ -27,7 +28,7 @@ struct ChangeRowWriter: Sendable {
         if row.isDeleted { output.append(contentsOf: #","deleted":true"#.utf8) }
         if includeDocs, borrowed != nil || row.body != nil {
             output.append(contentsOf: #","doc":"#.utf8)
-            var options = DocumentRenderOptions()
+            var options = DocumentRenderOptions(reader: reader)
             options.conflicts = conflicts
             options.attachments = attachments
             let revision = StoredRevision(id: row.id, revision: row.winner, isDeleted: row.isDeleted, body: row.body ?? [],

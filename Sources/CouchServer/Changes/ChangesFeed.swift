@@ -46,7 +46,7 @@ final class ChangesFeed: ResponseStream, @unchecked Sendable {
         self.options = options
         self.offThread = options.filter?.runsClientCode == true ? offThread : nil
         rows = ChangeRowWriter(allLeaves: options.allLeaves, includeDocs: options.includeDocs, conflicts: options.conflicts,
-                               attachments: options.attachments)
+                               attachments: options.attachments, reader: options.reader)
         position = options.sinceNow ? database.updateSequence : options.since
     }
 
@@ -250,10 +250,16 @@ final class ChangesFeed: ResponseStream, @unchecked Sendable {
             finished = true
             return false
         }
-        var passes: [Bool]?
+        // Filters judge what the reader may see of each document (nil: nothing), never more.
+        let reader = options.reader
+        let shown: [ChangeRow?] = reader.isRestricted ? batch.map { reader.readable($0) } : batch.map { $0 }
+        var passes = shown.map { $0 != nil }
         if let filter {
+            let visible = shown.indices.filter { passes[$0] }
             do {
-                passes = try filter.accepts(batch)
+                for (index, passed) in zip(visible, try filter.accepts(visible.map { shown[$0]! })) {
+                    passes[index] = passed
+                }
             } catch {
                 failure = error
                 endWithFailure(error)
@@ -264,7 +270,7 @@ final class ChangesFeed: ResponseStream, @unchecked Sendable {
         for (index, row) in batch.enumerated() {
             if reachedLimit { break }
             if !options.descending { position = row.sequence }
-            if let passes, !passes[index] { continue }
+            if !passes[index] { continue }
             if options.descending { position = row.sequence }
             appendRow(row)
         }
@@ -318,7 +324,7 @@ final class ChangesFeed: ResponseStream, @unchecked Sendable {
             logger.error("cannot render attachments of \(row.id): \(error)")
             output.bytes.removeSubrange(start...)
             try? ChangeRowWriter(allLeaves: options.allLeaves, includeDocs: options.includeDocs,
-                                 conflicts: options.conflicts, attachments: AttachmentRenderOptions())
+                                 conflicts: options.conflicts, attachments: AttachmentRenderOptions(), reader: options.reader)
                 .append(row, body: body, to: &output.bytes)
         }
         switch options.feed {

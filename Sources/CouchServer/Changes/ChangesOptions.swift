@@ -22,6 +22,8 @@ struct ChangesOptions: Sendable {
     var timeout = 60_000
     var filter: ChangeFilter?
     var attachments = AttachmentRenderOptions()
+    /// What the user may see of the documents: filters judge and rows carry only that.
+    let reader: DocumentReadRule
 
     static let defaultHeartbeat = 60_000
     /// Heartbeats and timeouts are clamped here (Erlang's timer limit, 2^32 - 1 ms, ~49 days)
@@ -74,7 +76,9 @@ struct ChangesOptions: Sendable {
             timeout = min(value, Self.longestWait)
         }
         filter = try Self.filter(context, body: body)
-        attachments = try AttachmentRenderOptions(context, store: try context.database().attachments)
+        let database = try context.database()
+        attachments = try AttachmentRenderOptions(context, store: database.attachments)
+        reader = try context.documentReadRule(for: database)
     }
 
     /// Sequences are integers; clients may send them as numbers, strings, or CouchDB's

@@ -17,6 +17,7 @@ final class ServerMetrics: @unchecked Sendable {
     private var methods: [String: Int] = [:]
     private var statuses: [Int: Int] = [:]
     private var requests = 0
+    private var aborted = 0
     private var reads = 0
     private var feeds = 0
     /// The last request times in milliseconds (a ring), for `_stats`' histogram.
@@ -80,6 +81,14 @@ final class ServerMetrics: @unchecked Sendable {
     /// Requests handled since the start.
     var requestCount: Int { lock.withLock { requests } }
 
+    /// A request whose work stopped because its client hung up (CouchDB's `aborted_requests`).
+    func recordAbortedRequest() {
+        lock.withLock {
+            aborted += 1
+            counter("couchdb_httpd_aborted_requests_total").increment()
+        }
+    }
+
     func recordRead() {
         lock.withLock {
             reads += 1
@@ -92,6 +101,7 @@ final class ServerMetrics: @unchecked Sendable {
 
     struct Snapshot {
         var requests: Int
+        var aborted: Int
         var methods: [String: Int]
         var statuses: [Int: Int]
         var reads: Int
@@ -100,7 +110,7 @@ final class ServerMetrics: @unchecked Sendable {
     }
 
     var snapshot: Snapshot {
-        lock.withLock { Snapshot(requests: requests, methods: methods, statuses: statuses, reads: reads, feeds: feeds, samples: samples) }
+        lock.withLock { Snapshot(requests: requests, aborted: aborted, methods: methods, statuses: statuses, reads: reads, feeds: feeds, samples: samples) }
     }
 
     private var reportedWrites = 0

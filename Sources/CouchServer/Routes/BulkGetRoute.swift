@@ -2,7 +2,9 @@ import CouchCore
 import CouchStore
 
 /// `POST /db/_bulk_get`: many revisions of many documents in one request, with their
-/// histories (`revs=true`), as JSON or `multipart/mixed`.
+/// histories (`revs=true`), as JSON or `multipart/mixed`. Answered off the listener
+/// (`OffThreadAnswer`), in time linear in the documents asked for, and stopped when its
+/// client hangs up (`RequestCancellation`, checked every `checkEvery` documents).
 enum BulkGetRoute {
     struct Item {
         let id: DocumentID
@@ -13,6 +15,8 @@ enum BulkGetRoute {
         case found(StoredRevision, DocumentRecord)
         case failed(id: DocumentID, revision: RevisionID?, error: CouchError)
     }
+
+    static let checkEvery = 64
 
     static func postBulkGet(_ context: RouteContext) throws -> HTTPResponse {
         let database = try context.database()
@@ -31,16 +35,16 @@ enum BulkGetRoute {
             }
             return Item(id: DocumentID(id), revision: revision)
         }
-        var options = DocumentRenderOptions()
+        var options = DocumentRenderOptions(reader: try context.documentReadRule(for: database))
         options.revisions = try context.boolOption("revs") || body["revs"]?.boolValue == true
         options.attachments = try AttachmentRenderOptions(context, store: database.attachments)
         if body["attachments"]?.boolValue == true { options.attachments.mode = .data }
         let latest = try context.boolOption("latest") || body["latest"]?.boolValue == true
-        let outcomes = try items.map { try lookUp($0, database: database, latest: latest) }
+        let lookUp = { (item: Item) in try Self.lookUp(item, database: database, latest: latest) }
         if context.request.accepts("multipart/mixed") {
-            return try multipart(outcomes, options: options)
+            return try multipart(items, lookUp: lookUp, options: options)
         }
-        return try json(items, outcomes, options: options)
+        return try json(items, lookUp: lookUp, options: options)
     }
 
     private static func lookUp(_ item: Item, database: Database, latest: Bool) throws -> [Outcome] {
@@ -68,14 +72,17 @@ enum BulkGetRoute {
         }
     }
 
-    private static func json(_ items: [Item], _ outcomes: [[Outcome]], options: DocumentRenderOptions) throws -> HTTPResponse {
+    /// Each document is written as it is read: the answer is all that grows with the request.
+    private static func json(_ items: [Item], lookUp: (Item) throws -> [Outcome],
+                             options: DocumentRenderOptions) throws -> HTTPResponse {
         var output: [UInt8] = Array(#"{"results": ["#.utf8)
-        for (index, (item, itemOutcomes)) in zip(items, outcomes).enumerated() {
+        for (index, item) in items.enumerated() {
+            if index % checkEvery == 0 { try RequestCancellation.checkCurrent() }
             if index > 0 { output.append(contentsOf: ",\n".utf8) }
             output.append(contentsOf: #"{"id":"#.utf8)
             JSONWriter.appendString(item.id.rawValue, to: &output)
             output.append(contentsOf: #","docs":["#.utf8)
-            for (position, outcome) in itemOutcomes.enumerated() {
+            for (position, outcome) in try lookUp(item).enumerated() {
                 if position > 0 { output.append(UInt8(ascii: ",")) }
                 switch outcome {
                 case .found(let revision, let record):
@@ -94,20 +101,24 @@ enum BulkGetRoute {
         return .json(200, bytes: output)
     }
 
-    private static func multipart(_ outcomes: [[Outcome]], options: DocumentRenderOptions) throws -> HTTPResponse {
+    private static func multipart(_ items: [Item], lookUp: (Item) throws -> [Outcome],
+                                  options: DocumentRenderOptions) throws -> HTTPResponse {
         var writer = MultipartWriter()
-        for outcome in outcomes.joined() {
-            switch outcome {
-            case .found(let revision, let record):
-                if let related = try MultipartDocument.related(revision, record: record, options: options) {
-                    writer.addPart(headers: [], nested: related, subtype: "related")
-                } else {
-                    writer.addPart(headers: [("Content-Type", "application/json")],
-                                   body: try DocumentJSON.render(revision, record: record, options: options))
+        for (index, item) in items.enumerated() {
+            if index % checkEvery == 0 { try RequestCancellation.checkCurrent() }
+            for outcome in try lookUp(item) {
+                switch outcome {
+                case .found(let revision, let record):
+                    if let related = try MultipartDocument.related(revision, record: record, options: options) {
+                        writer.addPart(headers: [], nested: related, subtype: "related")
+                    } else {
+                        writer.addPart(headers: [("Content-Type", "application/json")],
+                                       body: try DocumentJSON.render(revision, record: record, options: options))
+                    }
+                case .failed(let id, let revision, let error):
+                    writer.addPart(headers: [("Content-Type", "application/json; error=\"true\"")],
+                                   body: errorObject(id: id, revision: revision, error: error).serialized())
                 }
-            case .failed(let id, let revision, let error):
-                writer.addPart(headers: [("Content-Type", "application/json; error=\"true\"")],
-                               body: errorObject(id: id, revision: revision, error: error).serialized())
             }
         }
         return writer.response(subtype: "mixed")

@@ -88,23 +88,17 @@ extension RouteContext {
     /// A document as show and update functions receive it (`_revisions`, `_conflicts`,
     /// attachment stubs), or nil when it is missing or deleted.
     func functionDocument(_ id: DocumentID, in database: Database) throws -> (json: [UInt8], revision: RevisionID)? {
-        var snapshot: DocumentSnapshot
+        // The system databases' read rules hold here too (`DocumentReadRule`): another user's
+        // `_users` document is missing, replication credentials are hidden.
+        var options = DocumentRenderOptions(reader: try documentReadRule(for: database))
+        options.revisions = true
+        options.conflicts = true
         do {
-            snapshot = try database.document(id)
-            // The system databases' read rules hold here too: another user's `_users`
-            // document is missing, `_replicator` credentials are hidden from non-admins.
-            let isAdmin = try databaseAccessForWrites().isAdmin || user.isServerAdmin
-            if database.name == UsersDatabase.name { try UsersDatabase.checkRead(id, user: user, isAdmin: isAdmin) }
-            if database.name.isReplicator {
-                snapshot = DocumentSnapshot(record: snapshot.record,
-                                            revision: ReplicatorDatabaseRules.readable(snapshot.revision, user: user, isAdmin: isAdmin))
-            }
+            let snapshot = try database.document(id)
+            return (try DocumentJSON.render(snapshot.revision, record: snapshot.record, options: options),
+                    snapshot.revision.revision)
         } catch let error as CouchError where error.kind == .notFound {
             return nil
         }
-        var options = DocumentRenderOptions()
-        options.revisions = true
-        options.conflicts = true
-        return (try DocumentJSON.render(snapshot.revision, record: snapshot.record, options: options), snapshot.revision.revision)
     }
 }

@@ -9,7 +9,7 @@ enum DocumentRoutes {
         if context.request.queryValue("open_revs") != nil {
             return try OpenRevisionsResponse.make(context, database: database, id: id)
         }
-        let options = try DocumentRenderOptions(context, store: database.attachments)
+        let options = try DocumentRenderOptions(context, database: database)
         var snapshot = try database.document(id, revision: try context.revisionOption())
         // `?rev=R&latest=true`: the leaf descending from R that CouchDB's order prefers.
         if let requested = try context.revisionOption(), try context.boolOption("latest") {
@@ -18,12 +18,6 @@ enum DocumentRoutes {
                leaf.revision != requested {
                 snapshot = try database.document(id, revision: leaf.revision)
             }
-        }
-        if database.name.isReplicator {
-            let isAdmin = try context.databaseAccessForWrites().isAdmin || context.user.isServerAdmin
-            snapshot = DocumentSnapshot(record: snapshot.record,
-                                        revision: ReplicatorDatabaseRules.readable(snapshot.revision, user: context.user,
-                                                                                   isAdmin: isAdmin))
         }
         // Bodies sent with the document that an on-demand pull left on its source are fetched first.
         let sending = Set(options.attachments.sending(snapshot.revision, record: snapshot.record).map(\.name))
@@ -144,7 +138,10 @@ enum DocumentRoutes {
 
     static func copyDocument(_ context: RouteContext) throws -> HTTPResponse {
         let database = try context.database()
-        let source = try database.document(try context.documentID, revision: try context.revisionOption())
+        var source = try database.document(try context.documentID, revision: try context.revisionOption())
+        // What is copied is what the user may read (a replication document's credentials stay behind).
+        source = DocumentSnapshot(record: source.record,
+                                  revision: try context.documentReadRule(for: database).readable(source.revision))
         guard let destination = context.request.header("destination") else {
             throw CouchError.badRequest("Destination header is mandatory for COPY.")
         }

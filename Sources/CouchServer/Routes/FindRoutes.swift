@@ -29,8 +29,12 @@ enum FindRoutes {
         try context.requireJSONContentType()
         let body = try context.jsonObjectBody()
         var options = try MangoFindOptions(body)
+        // An index's keys, counts and bookmarks come from every stored document: a reader who
+        // may not see them all (`_users`, others' replication credentials) is answered from
+        // `_all_docs`, matching each document as the reader sees it, and told of no index.
+        let restricted = try context.documentReadRule(for: database).isRestricted
         guard let partition else {
-            return (database, try MangoQuery(options, indexes: try MangoIndex.list(in: database)))
+            return (database, try MangoQuery(options, indexes: restricted ? [MangoIndex.allDocs] : try MangoIndex.list(in: database)))
         }
         if !options.partition.isEmpty, options.partition != partition {
             throw CouchError.badRequest("Conflicting value for `partition` in request body")

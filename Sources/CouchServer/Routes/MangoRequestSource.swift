@@ -3,29 +3,28 @@ import CouchMango
 import CouchStore
 
 /// The documents `_find` reads, as the requesting user may see them: rendered as CouchDB
-/// renders them (`_id`, `_rev`, attachment stubs, `_conflicts` when asked), `_users`
-/// reduced to one's own document for non-admins, `_replicator` without others' credentials.
+/// renders them (`_id`, `_rev`, attachment stubs, `_conflicts` when asked) under the user's
+/// `DocumentReadRule` (`_users` reduced to one's own document for non-admins, replication
+/// documents without others' credentials), so selectors match only what the user may read.
 struct MangoRequestSource: MangoDocumentSource {
     let database: Database
-    let user: UserContext
-    let isAdmin: Bool
-    let conflicts: Bool
+    let render: DocumentRenderOptions
     /// A partition query's partition: only its documents are read (their ID range).
     let partition: String?
 
     init(_ context: RouteContext, database: Database, conflicts: Bool, partition: String? = nil) throws {
         self.database = database
         self.partition = partition
-        user = context.user
-        let access = try context.databaseAccessForWrites()
-        isAdmin = context.user.isServerAdmin || access.isAdmin
-        self.conflicts = conflicts
+        var render = DocumentRenderOptions(reader: try context.documentReadRule(for: database))
+        render.conflicts = conflicts
+        self.render = render
     }
 
     var updateSequence: Int { database.updateSequence }
 
     func scan(start: String?, end: String?, after: String?, descending: Bool, limit: Int) throws
         -> (documents: [MangoDocument], rowsRead: Int, lastID: String?) {
+        try RequestCancellation.checkCurrent()
         var query = AllDocumentsQuery()
         query.startKey = start
         query.endKey = end
@@ -33,31 +32,33 @@ struct MangoRequestSource: MangoDocumentSource {
         query.descending = descending
         query.limit = limit
         query.includeBodies = true
-        query.includeTree = conflicts
+        query.includeTree = render.conflicts
         query.within = partition.map(DocumentID.partitionRange)
         let rows = try database.allDocuments(query)
-        return (try rows.compactMap(document), rows.count, rows.last?.id.rawValue)
+        let documents = try rows.compactMap(document)
+        // A reader who may not see every document is told of the rows it sees, no more:
+        // counts of the others would tell which exist.
+        return (documents, render.reader.isRestricted ? documents.count : rows.count, rows.last?.id.rawValue)
     }
 
     func documents(_ ids: [String]) throws -> [MangoDocument?] {
-        try database.documents(ids: ids.map(DocumentID.init), includeBodies: true, includeTree: conflicts)
+        try RequestCancellation.checkCurrent()
+        return try database.documents(ids: ids.map(DocumentID.init), includeBodies: true, includeTree: render.conflicts)
             .map { row in try row.flatMap(document) }
             .map { document in partition == nil || document?.id.hasPrefix(partition! + ":") == true ? document : nil }
     }
 
     private func document(_ row: AllDocumentsRow) throws -> MangoDocument? {
         guard !row.isDeleted, !row.id.isDesign else { return nil }
-        var revision = StoredRevision(id: row.id, revision: row.winner, isDeleted: false, body: row.body ?? [],
+        let revision = StoredRevision(id: row.id, revision: row.winner, isDeleted: false, body: row.body ?? [],
                                       attachments: row.attachments)
-        if database.name == UsersDatabase.name {
-            guard (try? UsersDatabase.checkRead(row.id, user: user, isAdmin: isAdmin)) != nil else { return nil }
-        } else if database.name.isReplicator {
-            revision = ReplicatorDatabaseRules.readable(revision, user: user, isAdmin: isAdmin)
-        }
-        var options = DocumentRenderOptions()
-        options.conflicts = conflicts
         let record = row.tree.map { DocumentRecord(id: row.id, sequence: row.sequence, tree: $0, winner: row.winner, isDeleted: false) }
-        let bytes = try DocumentJSON.render(revision, record: record, options: options)
+        let bytes: [UInt8]
+        do {
+            bytes = try DocumentJSON.render(revision, record: record, options: render)
+        } catch let error as CouchError where error.kind == .notFound {
+            return nil  // a document the reader may not see
+        }
         return MangoDocument(id: row.id.rawValue, json: try JSONValue.parse(bytes))
     }
 }

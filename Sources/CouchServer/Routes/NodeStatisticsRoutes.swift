@@ -41,6 +41,7 @@ enum NodeStatisticsRoutes {
                 "httpd_request_methods": .object(methods),
                 "httpd_status_codes": .object(statuses),
                 "httpd": [
+                    "aborted_requests": counter(snapshot.aborted, "number of aborted requests"),
                     "requests": counter(snapshot.requests, "number of HTTP requests"),
                     "clients_requesting_changes": counter(snapshot.feeds, "number of clients for continuous _changes"),
                 ],

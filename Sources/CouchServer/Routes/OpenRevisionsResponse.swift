@@ -8,7 +8,7 @@ enum OpenRevisionsResponse {
     static func make(_ context: RouteContext, database: Database, id: DocumentID) throws -> HTTPResponse {
         let requested = try requestedRevisions(context)
         let latest = try context.boolOption("latest")
-        var options = DocumentRenderOptions()
+        var options = DocumentRenderOptions(reader: try context.documentReadRule(for: database))
         options.revisions = try context.boolOption("revs")
         options.conflicts = try context.boolOption("conflicts")
         options.attachments = try AttachmentRenderOptions(context, store: database.attachments)
@@ -17,7 +17,7 @@ enum OpenRevisionsResponse {
             resolve(requested, tree: $0, latest: latest)
         }) else {
             if requested == nil { throw CouchError.notFound("missing") }
-            return try render(context, results: requested!.map { .missing($0) })
+            return try render(context, results: requested!.map { .missing($0) }, options: options)
         }
         // Bodies an on-demand pull left on its source are fetched first (a peer pulling from here needs them).
         let results: [Result] = try zip(revisions, stored).map { revision, body in
@@ -63,7 +63,7 @@ enum OpenRevisionsResponse {
     }
 
     static func render(_ context: RouteContext, results: [Result], record: DocumentRecord? = nil,
-                       options: DocumentRenderOptions = DocumentRenderOptions()) throws -> HTTPResponse {
+                       options: DocumentRenderOptions) throws -> HTTPResponse {
         if context.request.accepts("multipart/mixed") {
             var multipart = MultipartWriter()
             for result in results {

@@ -71,7 +71,7 @@ final class ViewQuery: @unchecked Sendable {
         case .lazy: context.server.indexes.updateSoon(index, database: database)
         case .no: break
         }
-        var render = DocumentRenderOptions()
+        var render = DocumentRenderOptions(reader: try context.documentReadRule(for: database))
         render.conflicts = options.conflicts ?? false
         render.attachments = try AttachmentRenderOptions(context, store: database.attachments)
         if options.attachments { render.attachments.mode = .data }
@@ -237,6 +237,8 @@ final class ViewQuery: @unchecked Sendable {
             var current: (sortKey: [UInt8], key: JSONValue)?
             var after: ViewPosition?
             while limit > 0 {
+                // Reduced before the status is sent, so it may run long: it stops with its client.
+                try RequestCancellation.checkCurrent()
                 let page = try index.rows(view: view, range: range, after: after, limit: Self.pageSize)
                 for row in page {
                     let groupKey: JSONValue
