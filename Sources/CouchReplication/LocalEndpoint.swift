@@ -27,7 +27,8 @@ public final class LocalEndpoint: DatabaseEndpoint, @unchecked Sendable {
     func database() throws(ReplicationError) -> Database {
         lock.lock()
         defer { lock.unlock() }
-        if let opened { return opened }
+        // A database deleted (and perhaps created again) since: open what the name opens now.
+        if let opened, databases.isCurrent(opened) { return opened }
         do {
             let database = try databases.database(name)
             opened = database

@@ -60,7 +60,8 @@ public final class Replication: @unchecked Sendable {
     /// Stops the job (after a last checkpoint); its outcome becomes `cancelled`.
     public func cancel() { handle(.stop) }
 
-    /// Ends the job with a permanent failure (its local database was deleted).
+    /// A failure found outside its sessions (its local database was deleted): the job ends,
+    /// or retries later if the failure can heal.
     public func fail(_ error: ReplicationError) { handle(.fail(error)) }
 
     /// Sessions failed in a row since the job last made progress.

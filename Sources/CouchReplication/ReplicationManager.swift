@@ -158,8 +158,9 @@ public final class ReplicationManager: @unchecked Sendable {
         return job
     }
 
-    /// A job whose local source or target is deleted fails with CouchDB's `db_not_found`
-    /// (rather than wait forever on the deleted file, holding it open).
+    /// A job whose local source or target is deleted meets CouchDB's `db_not_found` at once
+    /// (rather than wait forever on the deleted file, holding it open): it fails, or, when it
+    /// retries such failures, stops its session and tries again later.
     private func watchDeletion(of settings: ReplicationSettings, failing job: Replication) -> [(database: Database, token: Int)] {
         guard let databases else { return [] }
         return [settings.source, settings.target].compactMap { peer -> (database: Database, token: Int)? in

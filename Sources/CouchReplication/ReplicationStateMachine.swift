@@ -13,10 +13,13 @@
 ///   failure); a new session starts after a back-off;
 /// - `stopped`: not running — before the start, and for good once finished.
 ///
-/// Transient failures are retried forever, with exponential back-off, once the job has
-/// reached its peers; a one-shot replication that cannot reach them at all fails, as
-/// CouchDB's `_replicate` does. Permanent failures (`db_not_found`, `unauthorized`, ...)
-/// end the job.
+/// Failures that can heal are retried forever, with exponential back-off, once the job has
+/// reached its peers (a `_replicator` job, which nobody waits on, from the start): a peer
+/// unreachable, failing (5xx), rate-limiting (429), a checkpoint that could not be written,
+/// and — as CouchDB 3's scheduler keeps such jobs `crashing` — a database that is missing
+/// (deleted, perhaps to be created again). A one-shot `_replicate` that cannot reach its peers
+/// at all fails, as CouchDB's does. What cannot heal (`unauthorized` after fresh credentials,
+/// `forbidden`, a filter that does not exist, a peer's refusal) ends the job.
 public struct ReplicationStateMachine: Sendable {
     public enum State: String, Sendable {
         case stopped, offline, idle, active, crashing
@@ -37,8 +40,8 @@ public struct ReplicationStateMachine: Sendable {
         case sessionFailed(ReplicationError)
         case retryTimerFired
         case stop
-        /// Ends the job with a permanent failure found outside its sessions (a local
-        /// database deleted under it).
+        /// A failure found outside the job's sessions (a local database deleted under it):
+        /// ends the job, or (when it can heal) stops the session and retries later.
         case fail(ReplicationError)
     }
 
@@ -119,7 +122,7 @@ public struct ReplicationStateMachine: Sendable {
         case .sessionFailed(let error):
             guard sessionRunning else { return [] }
             lastError = error
-            guard error.isTransient, continuous || hasOpened || retriesBeforeOpening else { return finish(.failed(error)) }
+            guard heals(error) else { return finish(.failed(error)) }
             sessionRunning = false
             let wait = backoff.next()
             if error.kind == .peerUnreachable {
@@ -141,8 +144,21 @@ public struct ReplicationStateMachine: Sendable {
 
         case .fail(let error):
             lastError = error
-            return stopActions() + finish(.failed(error))
+            guard heals(error) else { return stopActions() + finish(.failed(error)) }
+            // Already waiting for a retry: that retry will meet the failure, or not.
+            guard sessionRunning else { return [] }
+            sessionRunning = false
+            state = .crashing
+            return [.stopSession, .scheduleRetry(afterMilliseconds: backoff.next())]
         }
+    }
+
+    /// Whether the job retries after `error` rather than end.
+    private func heals(_ error: ReplicationError) -> Bool {
+        guard continuous || hasOpened || retriesBeforeOpening else { return false }
+        if error.isTransient { return true }
+        // A missing database may be created (again): a job that ran, or one nobody waits on.
+        return error.kind == .databaseNotFound && (retriesBeforeOpening || hasOpened)
     }
 
     /// A running session is stopped; a scheduled retry is cancelled.

@@ -188,6 +188,11 @@ public final class DatabaseManager: @unchecked Sendable {
         return opened(try Database(name: name, path: path, create: false))
     }
 
+    /// Whether `database` is still what its name opens (not deleted, perhaps created again since).
+    public func isCurrent(_ database: Database) -> Bool {
+        lock.withLock { open[database.name] === database }
+    }
+
     public func delete(_ name: DatabaseName) throws {
         lock.lock()
         let path = path(for: name)

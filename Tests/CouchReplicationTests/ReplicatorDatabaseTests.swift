@@ -107,27 +107,6 @@ import Testing
         #expect(try await schedulerDocument(restarted, "once")["state"] == "completed")
     }
 
-    @Test func aJobWhoseDatabaseIsDeletedFailsWithDatabaseNotFound() async throws {
-        let a = try TestServer()
-        defer { a.stop() }
-        try await a.call("PUT", "/source")
-        try await a.fill("source", count: 5)
-        try await a.call("PUT", "/_replicator/local", body: [
-            "source": "source", "target": "copy", "create_target": true, "continuous": true,
-        ])
-        #expect(try await eventually { try await a.documentCount("copy") == 5 })
-        #expect(try await a.call("DELETE", "/source").status == 200)
-        let failed = try await poll { () async throws -> JSONValue? in
-            let doc = try await document(a, "local")
-            return doc["_replication_state"] == "failed" ? doc : JSONValue?.none
-        }
-        let reason = try #require(failed?["_replication_state_reason"]?.stringValue)
-        #expect(reason.contains("db_not_found"), "\(reason)")
-        #expect(try await schedulerDocument(a, "local")["state"] == "failed")
-        #expect(try await a.call("GET", "/_scheduler/jobs").json["total_rows"] == 0)
-        #expect(try await a.call("GET", "/_active_tasks").json.arrayValue?.isEmpty == true, "no run holds the deleted files")
-    }
-
     @Test func replicationDocumentsAreValidatedOwnedAndTheirCredentialsHidden() async throws {
         let a = try TestServer(configuration: .testing(admins: ["admin": "secret"]))
         defer { a.stop() }
