@@ -150,14 +150,20 @@ public final class ReplicatorDatabase: @unchecked Sendable {
             logger.error("cannot read the changes of \(name): \(error)")
             return
         }
+        var documents: [(key: Key, body: JSONObject, sequence: Int)] = []
         for row in rows where !row.id.isDesign && !row.id.isLocal {
             let key = Key(database: name, id: row.id)
             if row.isDeleted {
                 removeDocument(key)
             } else if let body = row.body, let object = (try? JSONValue.parse(body))?.objectValue {
-                process(key, body: object, sequence: row.sequence)
+                documents.append((key, object, row.sequence))
             }
         }
+        // Exclusive pairs first: an earlier pair they retire (by sequence) must never start,
+        // not even for a moment, as at a restart it would otherwise start before its retirer is read.
+        let exclusiveFirst = documents.filter { $0.body["exclusive"]?.boolValue == true }
+            + documents.filter { $0.body["exclusive"]?.boolValue != true }
+        for document in exclusiveFirst { process(document.key, body: document.body, sequence: document.sequence) }
         if let last = rows.last {
             lock.withLock { watched[name]?.sequence = last.sequence }
         }
@@ -192,10 +198,13 @@ public final class ReplicatorDatabase: @unchecked Sendable {
                 ? (body["_replication_stats"] ?? .null)
                 : ["error": body["_replication_state_reason"] ?? .null]
             state.settings = try? ReplicationDocument.settings(body)
+            // An exclusive pair retires the earlier pairs whatever became of it, across restarts too.
+            if let settings = state.settings { Self.notePairing(body, settings, in: &state) }
             if written == "completed", let interval = Self.interval(body) {
                 scheduleRun(key, body: body, definition: definition, interval: interval, state: &state)
             }
             lock.withLock { documents[key] = state }
+            if state.exclusive { retireOtherPairs(key, state) }
             return
         }
         run(key, body: body, definition: definition, state: state)
@@ -268,11 +277,7 @@ public final class ReplicatorDatabase: @unchecked Sendable {
             (reverse.source, reverse.target) = (settings.target, settings.source)
             reverse.createTarget = false
             pair = reverse
-            if case .local(let name) = settings.source {
-                state.syncSource = name
-                state.syncTarget = settings.target.displayName
-                state.exclusive = body["exclusive"]?.boolValue == true
-            }
+            Self.notePairing(body, settings, in: &state)
         }
         if retiredByExclusivePair(key, state) {
             state.state = "retired"
@@ -305,6 +310,14 @@ public final class ReplicatorDatabase: @unchecked Sendable {
                 }
             }
         }
+    }
+
+    /// A sync pair of a local database: which database, with which remote, and whether exclusive.
+    private static func notePairing(_ body: JSONObject, _ settings: ReplicationSettings, in state: inout DocumentState) {
+        guard body["sync"]?.boolValue == true, case .local(let name) = settings.source else { return }
+        state.syncSource = name
+        state.syncTarget = settings.target.displayName
+        state.exclusive = body["exclusive"]?.boolValue == true
     }
 
     /// A sync pair written before an exclusive pair of the same local database to another

@@ -189,3 +189,46 @@ import Testing
         #expect(try await b.call("GET", "/notes/later").status == 404, "the retired pair no longer runs")
     }
 }
+
+/// `exclusive` and sync pairs across restarts, and `sync` where it cannot be kept.
+@Suite struct SyncPairRestartTests {
+    @Test func aPairRetiredByAnExclusiveOneThatFailedStaysRetiredAfterARestart() async throws {
+        let b = try TestServer(configuration: .testing(admins: ["admin": "secret"]))
+        let a = try TestServer()
+        defer { b.stop() }
+        let good = b.url.replacingOccurrences(of: "://", with: "://admin:secret@")
+        let bad = b.url.replacingOccurrences(of: "://", with: "://admin:wrong@")
+        try await a.call("PUT", "/notes")
+        try await b.call("PUT", "/notes", headers: [basicAuthorization("admin", "secret")])
+        try await a.call("PUT", "/_replicator/pair", body: [
+            "source": "notes", "target": JSONValue(good + "/notes"), "sync": true, "continuous": true,
+        ])
+        #expect(try await eventually { try await a.call("GET", "/_scheduler/docs/_replicator/pair").json["state"] == "running" })
+        try await a.call("PUT", "/_replicator/only", body: [
+            "source": "notes", "target": JSONValue(bad + "/other"), "sync": true, "exclusive": true, "continuous": true,
+        ])
+        #expect(try await eventually { try await a.call("GET", "/_scheduler/docs/_replicator/only").json["state"] == "failed" })
+        #expect(try await a.call("GET", "/_scheduler/docs/_replicator/pair").json["state"] == "retired")
+
+        a.stop(keepData: true)
+        let restarted = try TestServer(directory: a.directory)
+        defer { restarted.stop() }
+        #expect(try await eventually { try await restarted.call("GET", "/_scheduler/docs/_replicator/only").json["state"] == "failed" })
+        #expect(try await restarted.call("GET", "/_scheduler/docs/_replicator/pair").json["state"] == "retired")
+        try await restarted.call("PUT", "/notes/after-restart", body: ["n": 1])
+        try await Task.sleep(nanoseconds: 500_000_000)
+        #expect(try await b.call("GET", "/notes/after-restart", headers: [basicAuthorization("admin", "secret")]).status == 404,
+                "the retired pair does not run again")
+    }
+
+    @Test func replicateWithSyncIsRefusedRatherThanRunOneWay() async throws {
+        let a = try TestServer()
+        defer { a.stop() }
+        try await a.call("PUT", "/notes")
+        let answer = try await a.call("POST", "/_replicate", body: ["source": "notes", "target": "copy", "sync": true,
+                                                                    "create_target": true])
+        #expect(answer.status == 400)
+        #expect(answer.json["error"] == "bad_request")
+        #expect(try await a.call("GET", "/copy").status == 404)
+    }
+}

@@ -13,6 +13,11 @@ enum ReplicateRoute {
     static func postReplicate(_ context: RouteContext) throws -> HTTPResponse {
         try context.requireJSONContentType()
         let body = try context.jsonObjectBody()
+        // Couchette's sync pairs live in `_replicator` documents; here one direction would
+        // silently be all that runs.
+        if body["sync"]?.boolValue == true {
+            throw CouchError.badRequest("`sync` pairs are _replicator documents; POST /_replicate copies one way (post the other direction too)")
+        }
         let scheduler = context.server.scheduler
         let manager = scheduler.manager
         let request: ReplicationSettings.Request
