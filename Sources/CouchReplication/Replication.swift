@@ -52,7 +52,42 @@ public final class Replication: @unchecked Sendable {
     private var failingRequest: ReplicationError?
 
     private func noteRequest(_ failure: ReplicationError?) {
-        lock.withLock { failingRequest = failure }
+        lock.lock()
+        let before = visibleState
+        failingRequest = failure
+        let after = visibleState
+        let observer = stateObserver
+        lock.unlock()
+        // Seen as offline or crashing from the first failed request (and back once one
+        // succeeds): followers hear it then, not once the retries have run out.
+        if before != after { observer?(self, after) }
+    }
+
+    /// The state `status` shows: the machine's, or `offline`/`crashing` while a request fails.
+    /// The lock is held.
+    private var visibleState: ReplicationStateMachine.State {
+        let state = machine.state
+        guard let failingRequest, state == .active || state == .idle else { return state }
+        return failingRequest.kind == .peerUnreachable ? .offline : .crashing
+    }
+
+    /// Called (on the thread that made it) when the job has written changes, at most every
+    /// quarter of a second, and when it has caught up: progress for followers.
+    public var onProgress: (@Sendable (Replication) -> Void)? {
+        get { lock.withLock { progressObserver } }
+        set { lock.withLock { progressObserver = newValue } }
+    }
+    private var progressObserver: (@Sendable (Replication) -> Void)?
+    private var lastProgressReport: UInt64 = 0
+
+    private func reportProgress(force: Bool) {
+        let now = DispatchTime.now().uptimeNanoseconds
+        let observer: (@Sendable (Replication) -> Void)? = lock.withLock {
+            guard force || now &- lastProgressReport >= 250_000_000 else { return nil }
+            lastProgressReport = now
+            return progressObserver
+        }
+        observer?(self)
     }
 
     func start() { handle(.start) }
@@ -103,11 +138,8 @@ public final class Replication: @unchecked Sendable {
 
     public var status: ReplicationStatus {
         lock.lock()
-        var (state, lastError) = (machine.state, machine.lastError)
-        if let failingRequest, state == .active || state == .idle {
-            state = failingRequest.kind == .peerUnreachable ? .offline : .crashing
-            lastError = failingRequest
-        }
+        let state = visibleState
+        let lastError = state == machine.state ? machine.lastError : failingRequest
         lock.unlock()
         let snapshot = progress.snapshot
         return ReplicationStatus(
@@ -127,9 +159,9 @@ public final class Replication: @unchecked Sendable {
             lock.unlock()
             return
         }
-        let before = machine.state
+        let before = visibleState
         let actions = machine.handle(event)
-        let after = machine.state
+        let after = visibleState
         let observer = stateObserver
         lock.unlock()
         if before != after { observer?(self, after) }
@@ -184,9 +216,13 @@ public final class Replication: @unchecked Sendable {
             report: { [weak self] report in
                 switch report {
                 case .opened: self?.handle(.sessionOpened, session: number)
-                case .caughtUp: self?.handle(.caughtUp, session: number)
+                case .caughtUp:
+                    self?.handle(.caughtUp, session: number)
+                    self?.reportProgress(force: true)
                 case .changesArrived: self?.handle(.changesArrived, session: number)
-                case .progressed: self?.handle(.progressed, session: number)
+                case .progressed:
+                    self?.handle(.progressed, session: number)
+                    self?.reportProgress(force: false)
                 }
             })
         self.session = session

@@ -123,14 +123,15 @@ public final class ReplicationScheduler: @unchecked Sendable {
         return run
     }
 
-    /// Removes a job (its document was deleted or changed): stops its run, if any.
-    public func remove(jobID: String) {
+    /// Removes a job (its document was deleted or changed): stops its run, if any. Its last
+    /// event says `removed`, or `suspended` when its document suspends it.
+    public func remove(jobID: String, suspended: Bool = false) {
         lock.lock()
         let job = jobs.removeValue(forKey: jobID)
         lock.unlock()
         guard let job else { return }
         if let run = job.run { stopRun(run) }
-        publish(job, removed: true)
+        publish(job, removed: true, as: suspended ? "suspended" : "removed")
         reschedule(rotate: false)
     }
 
@@ -217,6 +218,10 @@ public final class ReplicationScheduler: @unchecked Sendable {
             guard let self, let job else { return }
             self.stateChanged(job, run: run, state: state)
         }
+        run.onProgress = { [weak self, weak job] run in
+            guard let self, let job, self.lock.withLock({ job.run === run }) else { return }
+            self.publish(job)
+        }
         publish(job)
         run.whenFinished { [weak self, weak job] outcome in
             guard let self, let job else { return }
@@ -278,6 +283,19 @@ public final class ReplicationScheduler: @unchecked Sendable {
         return entries
     }
 
+    /// `GET /_active_tasks`: every run, with the `_replicator` document it runs for.
+    public var activeTasks: [JSONValue] {
+        let origins = lock.withLock { jobs.mapValues { ($0.documentDatabase, $0.documentID) } }
+        return manager.replications.map { run in
+            var task = run.status.activeTask.objectValue ?? [:]
+            if let (database, id) = origins[run.id.jobID] {
+                task["database"] = database
+                task["doc_id"] = id
+            }
+            return .object(task)
+        }
+    }
+
     /// One job of `GET /_scheduler/jobs/{id}`.
     public func jobJSON(id: String) -> JSONValue? {
         jobsJSON.first { $0["id"]?.stringValue == id }
@@ -313,7 +331,8 @@ public final class ReplicationScheduler: @unchecked Sendable {
         lock.withLock { listeners[token] = nil }
     }
 
-    private func publish(_ job: ScheduledJob, removed: Bool = false, outcome: Replication.Outcome? = nil) {
+    private func publish(_ job: ScheduledJob, removed: Bool = false, as removedState: String = "removed",
+                         outcome: Replication.Outcome? = nil) {
         lock.lock()
         let current = Array(listeners.values)
         guard !current.isEmpty else {
@@ -333,7 +352,7 @@ public final class ReplicationScheduler: @unchecked Sendable {
             event["last_error"] = error.json
         case .cancelled?, nil:
             if removed {
-                event["state"] = "removed"
+                event["state"] = JSONValue(removedState)
                 event["status"] = "stopped"
             }
         }

@@ -186,7 +186,8 @@ public final class ReplicatorDatabase: @unchecked Sendable {
             return
         }
         lock.unlock()
-        previous?.jobIDs.forEach { scheduler.remove(jobID: $0) }
+        let suspended = body["suspended"]?.boolValue == true
+        previous?.jobIDs.forEach { scheduler.remove(jobID: $0, suspended: suspended) }
 
         var state = DocumentState(jobID: nil, definition: definition, state: "initializing")
         state.sequence = sequence

@@ -99,6 +99,24 @@ import Testing
         #expect(machine.handle(.retryTimerFired) == [])
     }
 
+    @Test func aMissingDatabaseHealsForJobsThatRetryIt() {
+        // A `_replicator` job retries it from the start, as CouchDB 3 keeps it crashing.
+        var persistent = Machine(continuous: true, retriesBeforeOpening: true)
+        _ = persistent.handle(.start)
+        #expect(persistent.handle(.sessionFailed(missing)) == [.scheduleRetry(afterMilliseconds: 1_000)])
+        #expect(persistent.state == .crashing)
+        // A continuous job that ran: its database was deleted under it, and may come back.
+        var ran = Machine(continuous: true)
+        _ = ran.handle(.start)
+        _ = ran.handle(.sessionOpened)
+        #expect(ran.handle(.fail(missing)) == [.stopSession, .scheduleRetry(afterMilliseconds: 1_000)])
+        #expect(ran.state == .crashing && !ran.isFinished)
+        // What cannot heal still ends it.
+        let refused = ReplicationError(.forbidden, "no")
+        #expect(ran.handle(.retryTimerFired) == [.startSession])
+        #expect(ran.handle(.sessionFailed(refused)) == [.finish(.failed(refused))])
+    }
+
     @Test func aOneShotJobThatNeverReachedItsPeersFails() {
         var machine = Machine(continuous: false)
         _ = machine.handle(.start)
