@@ -2,8 +2,10 @@ import CouchCore
 import CouchStore
 
 /// The IDs of the documents a push job (local source) has not copied yet: those changed since
-/// the checkpoint it recorded on the source, through its filter. Answered from the checkpoint
-/// and the local changes feed, without contacting the target (the seeds' `isDocumentPending:`).
+/// what has reached the target, through its filter. "Reached" is the running job's own mark
+/// (every change up to its `through_seq` is written), else the checkpoint it recorded on the
+/// source; answered from that and the local changes feed, without contacting the target (the
+/// seeds' `isDocumentPending:`).
 enum PendingDocuments {
     /// Nil while the job has no replication ID yet; throws `bad_request` for a job whose
     /// source is not a local database.
@@ -29,7 +31,13 @@ enum PendingDocuments {
         let filter = try settings.filter.map { filter throws(ReplicationError) in
             try LocalFilter(filter, database: source, functions: functions)
         }
-        let after = SourceSequence(since).leadingInteger ?? 0
+        var after = SourceSequence(since).leadingInteger ?? 0
+        // A running job knows more than its last checkpoint: what it wrote since.
+        if let through = manager.replication(id: replicationID.jobID)?.status.throughSequence,
+           let written = through.leadingInteger, written > after {
+            after = written
+            since = through.json
+        }
         let rows: [ChangeRow]
         do {
             rows = try source.changes(ChangesQuery(since: after, includeBodies: filter?.needsDocument ?? false))

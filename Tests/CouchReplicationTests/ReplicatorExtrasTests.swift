@@ -158,6 +158,27 @@ import Testing
     }
 }
 
+/// Pending documents are those that have not reached the target, whatever the checkpoint says.
+@Suite struct PendingAfterWriteTests {
+    @Test func aDocumentOnTheTargetIsNotPendingBeforeTheNextCheckpoint() async throws {
+        let (a, b) = (try TestServer(), try TestServer())
+        defer { a.stop(); b.stop() }
+        try await a.call("PUT", "/source")
+        try await b.call("PUT", "/target")
+        try await a.call("PUT", "/_replicator/push", body: [
+            "source": "source", "target": JSONValue(b.url + "/target"), "continuous": true,
+            "checkpoint_interval": 600_000,
+        ])
+        let path = "/_scheduler/docs/_replicator/push/_pending"
+        #expect(try await eventually { try await a.call("GET", path).status == 200 })
+        try await a.call("PUT", "/source/d1", body: ["n": 1])
+        #expect(try await eventually { try await b.call("GET", "/target/d1").status == 200 })
+        #expect(try await eventually(2) { try await a.call("GET", path).json["pending"] == [] },
+                "written, though not checkpointed for ten minutes")
+        #expect(try await a.call("GET", path + "?doc_id=d1").json["pending"] == false)
+    }
+}
+
 /// Sync pairs: one document, a push and a pull; `exclusive` retires older pairs.
 @Suite(.serialized) struct SyncPairTests {
     @Test func aSyncDocumentPushesAndPullsAndAnExclusiveOneRetiresTheOthers() async throws {
