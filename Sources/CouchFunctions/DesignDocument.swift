@@ -13,6 +13,8 @@ public struct DesignDocument: Sendable {
     let shows: [String: String]
     let lists: [String: String]
     let updates: [String: String]
+    /// Couchette's `transforms`: functions a replication may apply to each document it writes.
+    let transforms: [String: String]
     /// `rewrites`: an array of rules, or a function's source.
     public let rewrites: JSONValue?
     /// Which of `filters` and `views` the document has, and its views' names: CouchDB's
@@ -24,6 +26,7 @@ public struct DesignDocument: Sendable {
 
     public enum FunctionKind: String, Sendable {
         case validation = "validate_doc_update", filter, map, reduce, show, list, update, rewrite = "rewrites"
+        case transform
     }
 
     /// Reduce functions CouchDB implements itself; never compiled.
@@ -61,7 +64,7 @@ public struct DesignDocument: Sendable {
             }
         }
         var rendering: [FunctionKind: [String: String]] = [:]
-        for (member, kind) in [("shows", FunctionKind.show), ("lists", .list), ("updates", .update)] {
+        for (member, kind) in [("shows", FunctionKind.show), ("lists", .list), ("updates", .update), ("transforms", .transform)] {
             for (name, value) in body[member]?.objectValue ?? JSONObject() {
                 guard let source = value.stringValue else { continue }
                 functions.append((kind, name, source))
@@ -71,6 +74,7 @@ public struct DesignDocument: Sendable {
         shows = rendering[.show] ?? [:]
         lists = rendering[.list] ?? [:]
         updates = rendering[.update] ?? [:]
+        transforms = rendering[.transform] ?? [:]
         rewrites = rules
         self.functions = functions
         self.viewNames = viewNames
@@ -86,7 +90,7 @@ public struct DesignDocument: Sendable {
     /// Whether the body holds JavaScript at all (else saving it compiles nothing).
     static func hasFunctions(_ body: JSONObject) -> Bool {
         guard (body["language"]?.stringValue ?? "javascript") == "javascript" else { return false }
-        return ["validate_doc_update", "filters", "views", "shows", "lists", "updates"].contains { body[$0] != nil }
+        return ["validate_doc_update", "filters", "views", "shows", "lists", "updates", "transforms"].contains { body[$0] != nil }
     }
 
     /// The cache key of one function of this revision.

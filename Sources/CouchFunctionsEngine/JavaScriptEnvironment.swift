@@ -123,6 +123,28 @@ enum JavaScriptEnvironment {
         return out;
       };
       state.reduce = function(fun, keys, values, rereduce) { return [fun(keys, values, rereduce)]; };
+      // A replication's transform over a batch: for each document {ok: document to write}, or
+      // {error: [name, reason]} for one the function refused by throwing (or answered wrongly).
+      state.transformBatch = function(fun, docs, direction) {
+        var out = [];
+        for (var i = 0; i < docs.length; i++) {
+          try {
+            var result = fun(docs[i], direction);
+            if (result === undefined) { result = docs[i]; }
+            if (result === null || typeof result != "object" || Array.isArray(result)) {
+              out.push({error: ["transform_error", "a transform must return an object"]});
+            } else {
+              out.push({ok: result});
+            }
+          } catch (error) {
+            var name = error && error.name ? String(error.name) : (error && error.error ? String(error.error) : "transform_error");
+            var reason = error && error.message !== undefined ? String(error.message)
+              : (error && error.reason !== undefined ? String(error.reason) : String(error));
+            out.push({error: [name, reason]});
+          }
+        }
+        return out;
+      };
       return state;
     })();
 

@@ -72,15 +72,27 @@ struct AttachedRevisionCopier: Sendable {
                 statistics.docWriteFailures += 1
                 continue
             }
-            let attached = AttachedRevision(revision: writer.prepared(fetchedRevision.revision), bodies: fetchedRevision.bodies)
+            let revision: ReplicatedRevision
+            switch writer.prepared(fetchedRevision.revision) {
+            case .success(let prepared): revision = prepared
+            case .failure(let failure):
+                writer.report(failure)
+                statistics.docWriteFailures += 1
+                continue
+            }
+            let attached = AttachedRevision(revision: revision, bodies: fetchedRevision.bodies)
             var failure = try await target.writeRevisionWithAttachments(attached)
             if let refused = failure, refused.error == "missing_stub", !since.isEmpty {
                 logger.notice("\(target.displayName) lacks an attachment of \(id.rawValue) \(attached.revision.revision) (\(refused.reason)); sending all of them")
                 let again = try await source.revisionsWithAttachments(id, [attached.revision.revision], attachmentsSince: [],
                                                                       spool: spool)
                 if let full = again.first(where: { $0.revision.revision == attached.revision.revision }) ?? again.first {
-                    failure = try await target.writeRevisionWithAttachments(
-                        AttachedRevision(revision: writer.prepared(full.revision), bodies: full.bodies))
+                    switch writer.prepared(full.revision) {
+                    case .success(let prepared):
+                        failure = try await target.writeRevisionWithAttachments(AttachedRevision(revision: prepared, bodies: full.bodies))
+                    case .failure(let refused):
+                        failure = refused
+                    }
                 }
             }
             if let failure {

@@ -204,7 +204,7 @@ public enum FetchResult: Sendable {
 }
 
 /// A document the target refused (`forbidden` from validation, `unauthorized`, too large...).
-public struct WriteFailure: Sendable {
+public struct WriteFailure: Error, Sendable {
     public let id: DocumentID
     public let revision: RevisionID?
     public let error: String

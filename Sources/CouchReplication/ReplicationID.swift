@@ -7,7 +7,7 @@ import Foundation
 ///
 /// The base ID is the lower-case hex MD5 of the canonical JSON (sorted keys) of the array
 ///
-///     [server UUID, source, target, filter?, {"winning_revs_only": true}?, {"since_seq": seq}?]
+///     [server UUID, source, target, filter?, {"winning_revs_only": true}?, {"transform": name}?, {"since_seq": seq}?]
 ///
 /// where an endpoint is `{"local": "name"}` or
 /// `{"remote": {"user": "u" | null, "host": "h", "port": 1234 | "default", "path": "/db/",
@@ -43,6 +43,8 @@ public struct ReplicationID: Sendable, Hashable, CustomStringConvertible {
             parts.append(["filter_code": JSONValue(filterCode ?? name), "query_params": .object(parameters)])
         }
         if settings.winningRevisionsOnly { parts.append(["winning_revs_only": true]) }
+        // What is written depends on it: another transform is another replication.
+        if let transform = settings.transformName { parts.append(["transform": JSONValue(transform)]) }
         if let since = settings.sinceSequence { parts.append(["since_seq": since.json]) }
         baseID = Digest.hex(Digest.md5(JSONValue.array(parts).canonicalBytes))
         extensions = (settings.continuous ? "+continuous" : "") + (settings.createTarget ? "+create_target" : "")

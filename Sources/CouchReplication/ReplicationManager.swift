@@ -131,8 +131,52 @@ public final class ReplicationManager: @unchecked Sendable {
         return try start(settings, id: id)
     }
 
+    // MARK: - Transforms
+
+    private var transforms: [String: DocumentTransform] = [:]
+
+    /// Registers a Swift transform under `name`: replications that name it (`"transform"`)
+    /// apply it to every document they write.
+    public func registerTransform(_ name: String, _ transform: DocumentTransform) {
+        lock.withLock { transforms[name] = transform }
+    }
+
+    /// The transform a replication names: a registered one, else `ddoc/name` of the design
+    /// document of its local end (the source when local, else the target), run in that
+    /// database's JavaScript workers.
+    func resolveTransform(_ settings: ReplicationSettings) throws(ReplicationError) -> DocumentTransform? {
+        if let transform = settings.transform { return transform }
+        guard let name = settings.transformName else { return nil }
+        if let registered = lock.withLock({ transforms[name] }) { return registered }
+        let local = [settings.source, settings.target].lazy.compactMap { peer -> DatabaseName? in
+            if case .local(let name) = peer { return name } else { return nil }
+        }.first
+        guard let local, let databases, let functions else {
+            throw ReplicationError(.badRequest, "transform `\(name)` is not registered, and a JavaScript transform needs a local database")
+        }
+        let database: Database
+        do {
+            database = try databases.database(local)
+        } catch {
+            throw ReplicationError(.databaseNotFound, "could not open \(local.rawValue)")
+        }
+        let function = try functions.transform(name, in: database)
+        return DocumentTransform(batch: { documents, direction in
+            let texts = documents.map { document -> [UInt8] in
+                var object: JSONObject = ["_id": JSONValue(document.id.rawValue)]
+                for (key, value) in document.body { object[key] = value }
+                return JSONValue.object(object).serialized()
+            }
+            return function.apply(texts, direction: direction.rawValue).map { result in
+                result.map { document in document.filter { !$0.key.hasPrefix("_") } }
+            }
+        })
+    }
+
     /// Starts a replication whose ID is known.
     public func start(_ settings: ReplicationSettings, id: ReplicationID) throws(ReplicationError) -> Replication {
+        var settings = settings
+        settings.transform = try resolveTransform(settings)
         let source = try endpoint(for: settings.source, settings: settings)
         let target = try endpoint(for: settings.target, settings: settings)
         lock.lock()

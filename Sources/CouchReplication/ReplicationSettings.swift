@@ -24,8 +24,12 @@ public struct ReplicationSettings: Sendable {
     public var retriesPerRequest = 5
     /// Copy only each document's winning revision (`style=main_only`).
     public var winningRevisionsOnly = false
-    /// For embedding applications: rewrites each document body on its way (not from JSON).
+    /// Rewrites each document body on its way: set directly by an embedding application, or
+    /// resolved when the job starts from `transformName`.
     public var transform: DocumentTransform?
+    /// `"transform"`: a registered Swift transform's name, or `ddoc/name` of a JavaScript one in
+    /// the local database's design document (see `DocumentTransform`).
+    public var transformName: String?
     /// Couchette's `"attachments": "on_demand"`: a pull into a local database keeps the
     /// attachment stubs and leaves the bodies on the source, fetched when first read.
     public var attachmentsOnDemand = false
@@ -86,6 +90,12 @@ public struct ReplicationSettings: Sendable {
         }
         if let since = body["since_seq"], !since.isNull { sinceSequence = SourceSequence(since) }
         filter = try Self.filter(body)
+        if let transform = body["transform"], !transform.isNull {
+            guard let name = transform.stringValue, !name.isEmpty else {
+                throw .badRequest("`transform` must name a registered transform or a design document's, `ddocname/transformname`")
+            }
+            transformName = name
+        }
         if let attachments = body["attachments"], !attachments.isNull {
             switch attachments.stringValue {
             case "all": attachmentsOnDemand = false

@@ -15,9 +15,13 @@ struct RevisionWriter: Sendable {
     /// with their bodies absent.
     var keepsAbsentBodies = false
 
-    /// A revision as it will be written (transformed when a transform is set).
-    func prepared(_ revision: ReplicatedRevision) -> ReplicatedRevision {
-        transform?.apply(revision, direction: direction) ?? revision
+    /// A revision as it will be written (transformed when a transform is set), or the failure
+    /// of its transformation.
+    func prepared(_ revision: ReplicatedRevision) -> Swift.Result<ReplicatedRevision, WriteFailure> {
+        guard let transform else { return .success(revision) }
+        let (transformed, failures) = transform.apply([revision], direction: direction)
+        if let failure = failures.first { return .failure(failure) }
+        return .success(transformed[0])
     }
 
     struct Result: Sendable {
@@ -26,7 +30,12 @@ struct RevisionWriter: Sendable {
     }
 
     func write(_ revisions: [ReplicatedRevision]) async throws(ReplicationError) -> Result {
-        try await writeAll(transform == nil ? revisions : revisions.map(prepared))
+        guard let transform else { return try await writeAll(revisions) }
+        let (transformed, failures) = transform.apply(revisions, direction: direction)
+        failures.forEach(report)
+        var result = try await writeAll(transformed)
+        result.failures += failures.count
+        return result
     }
 
     private func writeAll(_ revisions: [ReplicatedRevision]) async throws(ReplicationError) -> Result {

@@ -42,6 +42,12 @@ struct Replicate: ParsableCommand {
     @Option(help: "Copy only the documents this Mango selector (JSON) matches.")
     var selector: String?
 
+    @Option(help: """
+        Rewrite each document on its way: DDOC/NAME of a function in the `transforms` of the local \
+        database's design document _design/DDOC (or a transform an embedding application registered).
+        """)
+    var transform: String?
+
     @Option(name: .customLong("data-dir"), help: "Where local databases live.")
     var dataDirectory = "./data"
 
@@ -99,6 +105,7 @@ struct Replicate: ParsableCommand {
             body["doc_ids"] = .array(documentIDs.split(separator: ",").map { JSONValue(String($0)) })
         }
         if let selector { body["selector"] = try JSONValue.parse(selector) }
+        if let transform { body["transform"] = JSONValue(transform) }
         return body
     }
 

@@ -52,3 +52,64 @@ import Testing
         #expect(try await a.call("GET", "/pulled/plain").json["direction"] == "pull")
     }
 }
+
+/// Transforms a replication names: a design document's JavaScript (`"transform": "ddoc/name"`)
+/// or a Swift function registered by name, from `_replicator` documents and `_replicate`.
+@Suite struct NamedTransformTests {
+    static let design: JSONValue = ["transforms": [
+        "redact": """
+            function(doc, direction) {
+              if (doc.refuse) { throw({error: "refused", reason: "not this one"}); }
+              delete doc.secret;
+              doc.via = direction;
+              return doc;
+            }
+            """,
+    ]]
+
+    @Test func aDesignDocumentsTransformRewritesAPushAndSkipsWhatItRefuses() async throws {
+        let (a, b) = (try TestServer(), try TestServer())
+        defer { a.stop(); b.stop() }
+        try await a.call("PUT", "/local")
+        try await b.call("PUT", "/remote")
+        #expect(try await a.call("PUT", "/local/_design/app", body: Self.design).status == 201)
+        try await a.call("PUT", "/local/kept", body: ["name": "kept", "secret": "s3cret"])
+        try await a.call("PUT", "/local/refused", body: ["refuse": true])
+        #expect(try await a.call("PUT", "/_replicator/push", body: [
+            "source": "local", "target": JSONValue(b.url + "/remote"), "transform": "app/redact",
+        ]).status == 201)
+        let done = try await poll { () async throws -> JSONValue? in
+            let doc = try await a.call("GET", "/_replicator/push").json
+            return doc["_replication_state"] == "completed" ? doc : JSONValue?.none
+        }
+        #expect(done?["_replication_stats"]?["doc_write_failures"] == 1, "\(done?.serializedString() ?? "")")
+        let kept = try await b.call("GET", "/remote/kept").json
+        #expect(kept["secret"] == nil && kept["via"] == "push" && kept["name"] == "kept")
+        #expect(kept["_rev"] == (try await a.call("GET", "/local/kept").json["_rev"]), "the revision is kept")
+        #expect(try await b.call("GET", "/remote/refused").status == 404)
+        // The design document itself went through the transform too (its members are kept).
+        #expect(try await b.call("GET", "/remote/_design/app").json["transforms"] != nil)
+    }
+
+    @Test func aRegisteredSwiftTransformRunsForReplicateAndAMissingOneFails() async throws {
+        let a = try TestServer()
+        defer { a.stop() }
+        a.server.replications.registerTransform("upper", DocumentTransform { _, body, _ in
+            var body = body
+            if let name = body["name"]?.stringValue { body["name"] = JSONValue(name.uppercased()) }
+            return body
+        })
+        try await a.call("PUT", "/source")
+        try await a.call("PUT", "/source/d", body: ["name": "quiet"])
+        let answer = try await a.call("POST", "/_replicate", body: [
+            "source": "source", "target": "copy", "create_target": true, "transform": "upper",
+        ])
+        #expect(answer.status == 200, "\(answer.json.serializedString())")
+        #expect(try await a.call("GET", "/copy/d").json["name"] == "QUIET")
+        let missing = try await a.call("POST", "/_replicate", body: [
+            "source": "source", "target": "copy2", "create_target": true, "transform": "nosuch/thing",
+        ])
+        #expect(missing.status == 404, "\(missing.json.serializedString())")
+        #expect(try await a.call("POST", "/_replicate", body: ["source": "source", "target": "copy", "transform": 7]).status == 400)
+    }
+}

@@ -60,7 +60,7 @@ enum ReplicateRoute {
         var response = HTTPResponse.error(error)
         switch error.kind {
         case .badRequest: response.status = 400
-        case .databaseNotFound: response.status = 404
+        case .databaseNotFound, .notFound: response.status = 404
         case .unauthorized: response.status = 401
         case .forbidden: response.status = 403
         default: response.status = 500
