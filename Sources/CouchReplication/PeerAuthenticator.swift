@@ -150,6 +150,9 @@ final class PeerAuthenticator: @unchecked Sendable {
                                                                 tls: peer.tls, timeoutMilliseconds: 60_000))
         } catch .cannotConnect(let message) {
             throw ReplicationError(.peerUnreachable, "could not reach \(peer.rootURL): \(message)")
+        } catch .tls(let message) {
+            // A certificate that cannot be trusted will not become trustworthy by retrying.
+            throw ReplicationError(.forbidden, "session request to \(peer.rootURL)_session failed: TLS: \(message)")
         } catch {
             throw ReplicationError(.requestFailed, "session request to \(peer.rootURL)_session failed: \(error)")
         }

@@ -53,6 +53,10 @@ import Testing
         // An unknown authority is refused at once, and so is a key other than the pinned one.
         let untrusted = try await a.replicate(["source": "source", "target": JSONValue(target), "create_target": true])
         #expect(untrusted.json["error"] == "forbidden", "\(untrusted.json.serializedString())")
+        // With credentials, the refusal comes from the login (`POST /_session`): forbidden too.
+        let withCredentials = target.replacingOccurrences(of: "https://", with: "https://admin:secret@")
+        let untrustedLogin = try await a.replicate(["source": "source", "target": JSONValue(withCredentials), "create_target": true])
+        #expect(untrustedLogin.json["error"] == "forbidden", "\(untrustedLogin.json.serializedString())")
         let wrongPin = try await a.replicate([
             "source": "source", "create_target": true,
             "target": ["url": JSONValue(target), "ca_file": JSONValue(cert),
