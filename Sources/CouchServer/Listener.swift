@@ -171,7 +171,7 @@ public final class Listener: @unchecked Sendable {
         streamsLock.unlock()
         open.forEach { $0.finish() }
         let waiting = deferredLock.withLock { Array(deferreds.values) }
-        waiting.forEach { $0.deliver(.error(CouchError(.serviceUnavailable, "The server is stopping."))) }
+        waiting.forEach { $0.deliver(Self.stoppingAnswer) }
         MHD_stop_daemon(daemon)
         hangups?.stop()
         hangups = nil
@@ -204,9 +204,15 @@ public final class Listener: @unchecked Sendable {
     private let deferredLock = NSLock()
     private var deferreds: [ObjectIdentifier: DeferredConnection] = [:]
 
+    /// A deferred answer registered once the daemon began stopping gets 503 at once (before
+    /// its connection is suspended): `stop` answers only those registered before it looked,
+    /// and libmicrohttpd aborts the process if a connection is still suspended when it stops.
     func register(_ waiting: DeferredConnection) {
         deferredLock.withLock { deferreds[ObjectIdentifier(waiting)] = waiting }
+        if streamsLock.withLock({ stopping }) { waiting.deliver(Self.stoppingAnswer) }
     }
+
+    static var stoppingAnswer: HTTPResponse { .error(CouchError(.serviceUnavailable, "The server is stopping.")) }
 
     func unregister(_ waiting: DeferredConnection) {
         _ = deferredLock.withLock { deferreds.removeValue(forKey: ObjectIdentifier(waiting)) }

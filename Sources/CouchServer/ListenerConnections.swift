@@ -210,6 +210,8 @@ final class DeferredConnection: @unchecked Sendable {
         defer { lock.unlock() }
         guard response == nil else { return }
         response = delivered
+        // Answered another way (the server stopping): the work behind it may stop.
+        cancellation.cancel()
         if suspended && !closed {
             suspended = false
             listener?.hangups?.unwatch(descriptor)

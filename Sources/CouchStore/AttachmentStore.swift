@@ -15,9 +15,6 @@ public final class AttachmentStore: @unchecked Sendable {
     public let directory: String
     let stagingDirectory: String
     let pendingDirectory: String
-    /// `pendingDirectory`, open for as long as the store is, with a shared lock: a sweep (an
-    /// exclusive lock) only runs when no other process has the database open.
-    private var pendingDescriptor: Int32
     private let lock = NSLock()
     /// Blobs staged for writes that have not committed yet; compaction must keep them.
     private var inFlight: [String: Int] = [:]
@@ -35,18 +32,10 @@ public final class AttachmentStore: @unchecked Sendable {
         } catch {
             throw CouchError.internalError("cannot create attachment directory")
         }
-        pendingDescriptor = open(pendingDirectory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard pendingDescriptor >= 0 else {
-            throw CouchError.writeFailed(errno: errno, "cannot open attachment directory")
-        }
         // Staging files left by a crash belong to writes that never committed.
         for file in (try? FileManager.default.contentsOfDirectory(atPath: stagingDirectory)) ?? [] {
             unlink(stagingDirectory + "/" + file)
         }
-    }
-
-    deinit {
-        if pendingDescriptor >= 0 { close(pendingDescriptor) }
     }
 
     /// Names in the blob directory that are not blobs.
@@ -59,14 +48,10 @@ public final class AttachmentStore: @unchecked Sendable {
 
     /// Deletes the blobs a crash left marked that no revision refers to (`referenced` says
     /// which of the given keys a revision refers to), and the marks. Runs when the database
-    /// opens, before any write; skipped while another process has the database open (its
-    /// writes may hold marked blobs). Returns how many blobs were deleted.
+    /// opens, before any write (no other process has it open: the data directory is this
+    /// process's, see `DataDirectoryLock`). Returns how many blobs were deleted.
     @discardableResult
     func sweep(referenced: ([String]) throws -> Set<String>) -> Int {
-        aloneInProcess { sweepMarks(referenced: referenced) } ?? 0
-    }
-
-    private func sweepMarks(referenced: ([String]) throws -> Set<String>) -> Int {
         let marks = (try? FileManager.default.contentsOfDirectory(atPath: pendingDirectory)) ?? []
         guard !marks.isEmpty else { return 0 }
         let keys = marks.filter(Self.isKey)
@@ -78,16 +63,17 @@ public final class AttachmentStore: @unchecked Sendable {
         }
         if removed > 0 { syncDirectory() }
         for mark in marks { unlink(pendingDirectory + "/" + mark) }
-        fsync(pendingDescriptor)
+        _ = syncPendingDirectory()
         return removed
     }
 
-    /// `body`'s result under the exclusive lock, or nil (and `body` not run) when another
-    /// process holds the shared one. The shared lock is held again afterwards.
-    private func aloneInProcess<T>(_ body: () -> T) -> T? {
-        defer { _ = flock(pendingDescriptor, LOCK_SH) }
-        guard flock(pendingDescriptor, LOCK_EX | LOCK_NB) == 0 else { return nil }
-        return body()
+    /// Makes the entries of `pending/` durable; errno, or 0. Opened for the moment only: an
+    /// open database holds no descriptor of its own.
+    private func syncPendingDirectory() -> Int32 {
+        let descriptor = open(pendingDirectory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard descriptor >= 0 else { return errno }
+        defer { close(descriptor) }
+        return fsync(descriptor) == 0 ? 0 : errno
     }
 
     public func path(for key: String) -> String { directory + "/" + key }
@@ -128,8 +114,8 @@ public final class AttachmentStore: @unchecked Sendable {
                 throw CouchError.writeFailed(errno: failure, "cannot store attachment")
             }
             close(mark)
-            guard fsync(pendingDescriptor) == 0 else {
-                let failure = errno
+            let failure = syncPendingDirectory()
+            guard failure == 0 else {
                 unlink(temporary)
                 unlink(pendingDirectory + "/" + key)
                 throw CouchError.writeFailed(errno: failure, "cannot store attachment")

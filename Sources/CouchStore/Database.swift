@@ -66,10 +66,22 @@ public final class Database: @unchecked Sendable {
         let swept = attachments.sweep { keys in try Database.referencedKeys(keys, connection) }
         if swept > 0 { Database.logger.notice("removed \(swept) attachment bodies of unfinished writes from \(name.rawValue)") }
         self.attachments = attachments
-        writer = WriteQueue(connection: connection, committedSequence: sequence)
+        writer = WriteQueue(connection: connection, committedSequence: sequence) { () throws(CouchError) in
+            let connection = try SQLiteConnection(path: path)
+            try DatabaseSchema.configure(connection)
+            return connection
+        }
         readers = ReaderPool(path: path)
         let notifier = self.notifier
         writer.onCommit = { sequence in notifier.post(.committed(sequence: sequence)) }
+    }
+
+    /// Closes the connections of a database unused for `seconds` (its writer's and its idle
+    /// readers'): an idle open database then holds no file descriptor, and the next read or
+    /// write opens what it needs. Called periodically by the `DatabaseManager`.
+    func closeConnectionsIfIdle(for seconds: Double) {
+        readers.closeIfIdle(for: seconds)
+        writer.closeIfIdle(for: seconds)
     }
 
     static func attachmentDirectory(for path: String) -> String {

@@ -63,6 +63,24 @@ public final class DatabaseManager: @unchecked Sendable {
         ownership = try DataDirectoryLock(directory: directory)
         serverUUID = try Self.loadOrCreateUUID(in: directory)
         updates = try DatabaseUpdateLog(directory: directory)
+        // Made last: a dispatch source released before it was resumed traps (an `init` that threw).
+        let timer = DispatchSource.makeTimerSource(queue: DispatchQueue.global(qos: .utility))
+        timer.setEventHandler { [weak self] in self?.closeIdleConnections() }
+        timer.schedule(deadline: .now() + Self.idleConnectionSeconds, repeating: Self.idleConnectionSeconds)
+        timer.resume()
+        idleConnections = timer
+    }
+
+    deinit { idleConnections?.cancel() }
+
+    /// How long an open database may go unused before its connections close: it then holds no
+    /// file descriptor (a thousand open databases, a thousand descriptors fewer than six each).
+    public static let idleConnectionSeconds = 10.0
+    private var idleConnections: DispatchSourceTimer?
+
+    private func closeIdleConnections() {
+        let databases = lock.withLock { Array(open.values) }
+        for database in databases { database.closeConnectionsIfIdle(for: Self.idleConnectionSeconds) }
     }
 
     /// Documents written to every database since start (sequences committed), for `_stats`.

@@ -8,6 +8,7 @@ final class ReaderPool: @unchecked Sendable {
     private let lock = NSLock()
     private var idle: [SQLiteConnection] = []
     private let maximumIdle = 16
+    private var lastUse = DispatchTime.now().uptimeNanoseconds
 
     init(path: String) { self.path = path }
 
@@ -38,6 +39,18 @@ final class ReaderPool: @unchecked Sendable {
     private func checkIn(_ connection: SQLiteConnection) {
         lock.lock()
         defer { lock.unlock() }
+        lastUse = DispatchTime.now().uptimeNanoseconds
         if idle.count < maximumIdle { idle.append(connection) }
+    }
+
+    /// Closes the idle connections if none was used for `seconds`: an idle database holds
+    /// no descriptor (the next read opens one).
+    func closeIfIdle(for seconds: Double) {
+        let closed: [SQLiteConnection] = lock.withLock {
+            guard DispatchTime.now().uptimeNanoseconds &- lastUse > UInt64(seconds * 1e9) else { return [] }
+            defer { idle.removeAll() }
+            return idle
+        }
+        _ = closed   // closed here, outside the lock
     }
 }

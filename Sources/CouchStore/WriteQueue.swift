@@ -6,8 +6,14 @@ import Synchronization
 /// no batch running becomes the leader and commits every queued write in one
 /// transaction with one fsync (group commit). Each write runs in its own savepoint,
 /// so a failed write leaves nothing behind and does not affect its neighbours.
+///
+/// The writer connection is closed when the database has been idle a while (`closeIfIdle`) and
+/// opened again by the next write, so an idle open database holds no file descriptor.
 final class WriteQueue: @unchecked Sendable {
-    private let connection: SQLiteConnection
+    /// Nil while closed for idleness; only the batch that holds `batchRunning` touches it.
+    private var connection: SQLiteConnection?
+    private let reopen: () throws(CouchError) -> SQLiteConnection
+    private var lastUse = DispatchTime.now().uptimeNanoseconds
     private let condition = NSCondition()
     private var pending: [PendingWrite] = []
     private var batchRunning = false
@@ -19,9 +25,30 @@ final class WriteQueue: @unchecked Sendable {
     var onCommit: (@Sendable (Int) -> Void)?
     static let maximumBatch = 1000
 
-    init(connection: SQLiteConnection, committedSequence: Int) {
+    init(connection: SQLiteConnection, committedSequence: Int,
+         reopen: @escaping () throws(CouchError) -> SQLiteConnection) {
         self.connection = connection
+        self.reopen = reopen
         committed = Atomic(committedSequence)
+    }
+
+    /// The writer connection, opened again if it was closed for idleness. Called only by
+    /// the holder of `batchRunning`.
+    private func openConnection() throws(CouchError) -> SQLiteConnection {
+        lastUse = DispatchTime.now().uptimeNanoseconds
+        if let connection { return connection }
+        let opened = try reopen()
+        connection = opened
+        return opened
+    }
+
+    /// Closes the writer connection if no write has run for `seconds` (and none waits).
+    func closeIfIdle(for seconds: Double) {
+        condition.lock()
+        defer { condition.unlock() }
+        guard !batchRunning, pending.isEmpty, connection != nil,
+              DispatchTime.now().uptimeNanoseconds &- lastUse > UInt64(seconds * 1e9) else { return }
+        connection = nil
     }
 
     private final class PendingWrite {
@@ -78,18 +105,20 @@ final class WriteQueue: @unchecked Sendable {
             condition.broadcast()
             condition.unlock()
         }
-        try operation(connection)
+        try operation(try openConnection())
     }
 
     /// Runs a batch in one transaction; returns the committed sequence.
     private func run(_ batch: [PendingWrite], startSequence: Int) -> Int {
-        let transaction = WriteTransaction(connection: connection, sequence: startSequence)
+        let connection: SQLiteConnection
         do {
+            connection = try openConnection()
             try connection.run("BEGIN IMMEDIATE")
         } catch {
             batch.forEach { $0.error = error }
             return startSequence
         }
+        let transaction = WriteTransaction(connection: connection, sequence: startSequence)
         for write in batch {
             let saved = transaction.state
             do {
