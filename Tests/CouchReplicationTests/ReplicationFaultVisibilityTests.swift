@@ -27,7 +27,9 @@ import Testing
         let failing = try #require(try await task())
         #expect(failing["status"] == "offline" || failing["status"] == "crashing", "\(failing)")
         #expect(failing["last_error"] != .null)
-        #expect(Date().timeIntervalSince(stopped) < 2, "reported within the first retry, not after them")
+        // A request's five retries take 7.75 s (250 ms doubling): seen well before they run out,
+        // with room for a loaded machine.
+        #expect(Date().timeIntervalSince(stopped) < 5, "reported within the first retries, not after them")
         _ = try await a.replicate(["source": JSONValue("\(b.url)/source"), "target": "target", "continuous": true, "cancel": true])
     }
 }
