@@ -237,7 +237,11 @@ public final class ReplicationScheduler: @unchecked Sendable {
         }
         switch state {
         case .offline, .crashing: job.record("crashed", reason: run.status.lastError?.description)
-        case .active, .idle, .stopped: break
+        case .active, .idle: break
+        case .stopped:
+            // The run ended: its job's last event (completed, failed, removed) says so.
+            lock.unlock()
+            return
         }
         lock.unlock()
         publish(job)
