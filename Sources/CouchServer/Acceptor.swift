@@ -101,7 +101,8 @@ final class Acceptor: @unchecked Sendable {
             let count = epoll_wait(poller, &events, Int32(events.count), 100)
             for index in 0..<max(0, Int(count)) {
                 let descriptor = events[index].data.fd
-                if descriptor == listenDescriptor { acceptAll() } else { examine(descriptor) }
+                let hangup = events[index].events & (EPOLLRDHUP.rawValue | EPOLLHUP.rawValue | EPOLLERR.rawValue) != 0
+                if descriptor == listenDescriptor { acceptAll() } else { examine(descriptor, peerClosed: hangup) }
             }
             expire(now: Self.now())
         }
@@ -180,7 +181,10 @@ final class Acceptor: @unchecked Sendable {
         if reserve < 0 { usleep(50_000) }   // nothing to answer with: let clients leave first
     }
 
-    private func examine(_ descriptor: Int32) {
+    /// Reads (peeks at) what a pending connection has sent. `peerClosed`: the client has shut
+    /// down its side, so a head still incomplete never will be, and the connection is closed
+    /// now (`MSG_PEEK` sees the bytes before the end, never the end itself).
+    private func examine(_ descriptor: Int32, peerClosed: Bool = false) {
         guard let state = pending[descriptor] else { return }
         if state.closing {
             var sink = [UInt8](repeating: 0, count: 4096)
@@ -196,6 +200,7 @@ final class Acceptor: @unchecked Sendable {
         guard count > 0 else { return }
         let head = buffer[..<count]
         guard let end = Self.endOfHead(head) else {
+            if peerClosed { return forget(descriptor) }
             if count >= buffer.count {
                 let lineEnds = head.firstIndex(of: 10) != nil
                 refuse(descriptor, address: state.address, status: lineEnds ? 431 : 414,

@@ -52,17 +52,18 @@ public final class Listener: @unchecked Sendable {
     private var connectionCount = 0
     private var connectionsByAddress: [UInt32: Int] = [:]
 
-    /// Connections libmicrohttpd holds now (change feeds waiting included).
+    /// Connections handed to libmicrohttpd and not closed yet (change feeds waiting included),
+    /// counted from the hand-off: libmicrohttpd takes them in on its worker's next turn.
     public var openConnectionCount: Int { connectionsLock.withLock { connectionCount } }
 
     func openConnections(from address: UInt32) -> Int {
         connectionsLock.withLock { connectionsByAddress[address, default: 0] }
     }
 
-    fileprivate func connectionOpened(_ opened: Bool, address: UInt32) {
+    fileprivate func countConnection(_ change: Int, address: UInt32) {
         connectionsLock.withLock {
-            connectionCount += opened ? 1 : -1
-            let count = connectionsByAddress[address, default: 0] + (opened ? 1 : -1)
+            connectionCount += change
+            let count = connectionsByAddress[address, default: 0] + change
             connectionsByAddress[address] = count > 0 ? count : nil
         }
     }
@@ -92,7 +93,13 @@ public final class Listener: @unchecked Sendable {
         options.port = UInt16(configuration.port)
         options.bind_address = address.s_addr
         options.thread_pool_size = UInt32(configuration.threadCount)
-        options.connection_limit = UInt32(configuration.connectionLimit)
+        // The connection limit is the `Acceptor`'s, never libmicrohttpd's: 0.9.75 keeps a worker's
+        // mutex locked when a connection given with MHD_add_connection finds that worker at its
+        // limit (fixed in 1.0.0), and the worker never runs again; its connections stay open
+        // (CLOSE-WAIT) for good. It picks the worker by descriptor number and counts only the
+        // connections that worker has taken in, so one worker reaches its share well before the
+        // daemon is full. Each worker may hold every connection the Acceptor allows, and more.
+        options.connection_limit = UInt32(clamping: configuration.threadCount * (configuration.connectionLimit + 1024))
         options.connection_timeout_seconds = UInt32(configuration.idleTimeoutSeconds)
         // Each connection's buffer holds the request line and headers (and the response head).
         // libmicrohttpd keeps each connection's request line and headers in this pool (and
@@ -117,6 +124,8 @@ public final class Listener: @unchecked Sendable {
                                     openConnections: { [unowned self] in openConnectionCount },
                                     openConnectionsFrom: { [unowned self] in openConnections(from: $0) }) { descriptor, peer in
                 var peer = peer
+                // Counted before libmicrohttpd may close it (its worker notifies the close).
+                self.countConnection(1, address: peer.sin_addr.s_addr)
                 let added = withUnsafePointer(to: &peer) {
                     $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
                         MHD_add_connection(daemon, descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
@@ -124,7 +133,10 @@ public final class Listener: @unchecked Sendable {
                 }
                 // libmicrohttpd closes a connection it cannot take: its client sees it closed
                 // without an answer, which only this line explains.
-                if added != .YES { self.logger.warning("libmicrohttpd refused a connection; it was closed unanswered") }
+                if added != .YES {
+                    self.countConnection(-1, address: peer.sin_addr.s_addr)
+                    self.logger.warning("libmicrohttpd refused a connection; it was closed unanswered")
+                }
             }
         } catch {
             MHD_stop_daemon(daemon)
@@ -396,9 +408,9 @@ private let requestCompleted: MHD_RequestCompletedCallback = { context, _, state
 private let connectionNotified: MHD_NotifyConnectionCallback = { context, connection, _, code in
     guard let context else { return }
     let listener = Unmanaged<Listener>.fromOpaque(context).takeUnretainedValue()
-    guard let connection else { return }
-    listener.connectionOpened(code.rawValue == 0,   // MHD_CONNECTION_NOTIFY_STARTED
-                              address: couchette_mhd_connection_ipv4(connection))
+    // Opened connections are counted when handed over (`Listener.start`), closed ones here.
+    guard let connection, code.rawValue == 1 else { return }   // MHD_CONNECTION_NOTIFY_CLOSED
+    listener.countConnection(-1, address: couchette_mhd_connection_ipv4(connection))
 }
 
 private let streamReader: MHD_ContentReaderCallback = { context, _, buffer, maximum in

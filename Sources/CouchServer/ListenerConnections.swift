@@ -171,7 +171,9 @@ final class StreamConnection: @unchecked Sendable {
 
 /// A connection waiting for a deferred response: suspended until it is delivered, then
 /// resumed so that libmicrohttpd calls the access handler again, which queues it. While it
-/// waits, its socket is watched: a client that hangs up cancels the work (`cancellation`).
+/// waits, its socket is watched: a client that hangs up cancels the work (`cancellation`)
+/// and is answered at once, so libmicrohttpd closes the connection now rather than when the
+/// work ends (a suspended connection is not polled: it would stay in CLOSE-WAIT until then).
 final class DeferredConnection: @unchecked Sendable {
     private let connection: OpaquePointer
     private let descriptor: Int32
@@ -197,7 +199,10 @@ final class DeferredConnection: @unchecked Sendable {
         if response != nil { return false }
         suspended = true
         MHD_suspend_connection(connection)
-        listener?.hangups?.watch(descriptor) { [cancellation] in cancellation.cancel() }
+        listener?.hangups?.watch(descriptor) { [weak self, cancellation] in
+            cancellation.cancel()
+            self?.deliver(.error(CouchError.clientGone))
+        }
         return true
     }
 
