@@ -107,6 +107,7 @@ public final class Listener: @unchecked Sendable {
         options.connection_memory_limit = max(64 * 1024,
                                               configuration.maximumURLLength + configuration.maximumHeaderSize + 16 * 1024)
         let context = Unmanaged.passUnretained(self).toOpaque()
+        couchette_mhd_set_error_page_builder(errorPage)
         guard let daemon = couchette_mhd_start(&options, accessHandler, context, requestCompleted, context,
                                                connectionNotified, context) else {
             throw CouchError.internalError("cannot start the HTTP daemon")
@@ -352,17 +353,35 @@ public final class Listener: @unchecked Sendable {
         guard let mhdResponse else { return .NO }
         for (name, value) in response.headers where name == "Set-Cookie" { MHD_add_response_header(mhdResponse, name, value) }
         for (name, value) in response.headers where name != "Set-Cookie" { MHD_add_response_header(mhdResponse, name, value) }
-        MHD_add_response_header(mhdResponse, "Server", ServerInfo.serverHeader)
-        MHD_add_response_header(mhdResponse, "Date", HTTPDate.now())
-        // One `Cache-Control`: the response's own, or CouchDB's default.
-        if response.header("Cache-Control") == nil { MHD_add_response_header(mhdResponse, "Cache-Control", "must-revalidate") }
-        if response.header("X-Couch-Request-ID") == nil {
-            MHD_add_response_header(mhdResponse, "X-Couch-Request-ID", RequestForms.requestID())
-        }
+        Self.addCommonHeaders(to: mhdResponse, cacheControl: response.header("Cache-Control") == nil,
+                              requestID: response.header("X-Couch-Request-ID") == nil)
         if closing { MHD_add_response_header(mhdResponse, "Connection", "close") }
         let result = MHD_queue_response(state.connection, UInt32(response.status), mhdResponse)
         MHD_destroy_response(mhdResponse)
         return result
+    }
+
+    /// `Server`, `Date`, and unless the response has its own, CouchDB's default `Cache-Control`
+    /// and a request ID.
+    fileprivate static func addCommonHeaders(to response: OpaquePointer, cacheControl: Bool = true, requestID: Bool = true) {
+        MHD_add_response_header(response, "Server", ServerInfo.serverHeader)
+        MHD_add_response_header(response, "Date", HTTPDate.now())
+        if cacheControl { MHD_add_response_header(response, "Cache-Control", "must-revalidate") }
+        if requestID { MHD_add_response_header(response, "X-Couch-Request-ID", RequestForms.requestID()) }
+    }
+
+    /// What libmicrohttpd's own error pages (0.9.75's texts) say, as CouchDB's errors; it
+    /// sends them with their status (and `Connection: close`). Nil for a Content-Length it
+    /// cannot read: it would send that answer's head twice (it builds it again once the
+    /// headers are parsed), so the connection is closed instead. Only a kept-alive
+    /// connection's later request gets there: the `Acceptor` answers a first one.
+    static func libraryError(page: String) -> CouchError? {
+        if page.contains("chunked encoding") { return .badRequest("Invalid chunked encoding of the request body") }
+        if page.contains("chunk size") { return CouchError(.tooLarge, "A chunk of the request body is too large") }
+        if page.contains("Content-Length") { return nil }
+        if page.contains("header was too big") { return CouchError(.headerTooLarge, "Request line or headers are too large") }
+        if page.contains("Internal server error") { return CouchError(.unknownError, "internal error") }
+        return .badRequest("Malformed request")
     }
 
     fileprivate func completed(state raw: UnsafeMutableRawPointer) {
@@ -411,6 +430,24 @@ private let connectionNotified: MHD_NotifyConnectionCallback = { context, connec
     // Opened connections are counted when handed over (`Listener.start`), closed ones here.
     guard let connection, code.rawValue == 1 else { return }   // MHD_CONNECTION_NOTIFY_CLOSED
     listener.countConnection(-1, address: couchette_mhd_connection_ipv4(connection))
+}
+
+/// libmicrohttpd's answer to a request it refuses itself, as CouchDB's JSON (see CShims.h).
+private let errorPage: couchette_mhd_error_page_builder = { message, length in
+    guard let message else { return nil }
+    let page = String(decoding: UnsafeRawBufferPointer(start: message, count: length), as: UTF8.self)
+    guard let error = Listener.libraryError(page: page) else { return nil }
+    var body: [UInt8] = []
+    error.json.write(to: &body)
+    body.append(10)
+    let response = body.withUnsafeBytes { raw in
+        MHD_create_response_from_buffer(raw.count, UnsafeMutableRawPointer(mutating: raw.baseAddress),
+                                        MHD_ResponseMemoryMode(rawValue: 2)!) // MHD_RESPMEM_MUST_COPY
+    }
+    guard let response else { return nil }
+    MHD_add_response_header(response, "Content-Type", "application/json")
+    Listener.addCommonHeaders(to: response)
+    return response
 }
 
 private let streamReader: MHD_ContentReaderCallback = { context, _, buffer, maximum in

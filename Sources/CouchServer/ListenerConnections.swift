@@ -51,7 +51,10 @@ final class RequestState {
         }
         // Repeated headers arrive joined by ", ". Two different lengths, or a length beside
         // a transfer coding, could frame the body differently for a proxy in front of us.
-        if let lengths = headers["content-length"] {
+        if let coding = headers["transfer-encoding"], coding.lowercased() != "chunked" {
+            // libmicrohttpd decodes `chunked` alone (see `Acceptor.check`).
+            framingError = Acceptor.unknownTransferEncoding(coding)
+        } else if let lengths = headers["content-length"] {
             if lengths.utf8.contains(UInt8(ascii: ",")), Set(lengths.split(separator: ",").map { $0.trimmingWhitespace() }).count > 1 {
                 framingError = CouchError.badRequest("Conflicting Content-Length headers")
             } else if headers["transfer-encoding"] != nil {
