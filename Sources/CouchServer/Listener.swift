@@ -90,17 +90,21 @@ public final class Listener: @unchecked Sendable {
             | MHD_USE_SUPPRESS_DATE_NO_CLOCK.rawValue
             // Connections come from the `Acceptor`, once their first request's head is in.
             | MHD_USE_NO_LISTEN_SOCKET.rawValue)
+        // Settings are range-checked where they are read (`ConfigurationRules`); an embedding
+        // application's own values must not trap here either.
+        guard (0...65535).contains(configuration.port) else { throw CouchError.badRequest("port must be 0 to 65535") }
         options.port = UInt16(configuration.port)
         options.bind_address = address.s_addr
-        options.thread_pool_size = UInt32(configuration.threadCount)
+        options.thread_pool_size = UInt32(clamping: max(1, configuration.threadCount))
         // The connection limit is the `Acceptor`'s, never libmicrohttpd's: 0.9.75 keeps a worker's
         // mutex locked when a connection given with MHD_add_connection finds that worker at its
         // limit (fixed in 1.0.0), and the worker never runs again; its connections stay open
         // (CLOSE-WAIT) for good. It picks the worker by descriptor number and counts only the
         // connections that worker has taken in, so one worker reaches its share well before the
         // daemon is full. Each worker may hold every connection the Acceptor allows, and more.
-        options.connection_limit = UInt32(clamping: configuration.threadCount * (configuration.connectionLimit + 1024))
-        options.connection_timeout_seconds = UInt32(configuration.idleTimeoutSeconds)
+        let perWorker = min(max(0, configuration.connectionLimit), 1 << 31) + 1024
+        options.connection_limit = UInt32(clamping: min(max(1, configuration.threadCount), 1 << 16) * perWorker)
+        options.connection_timeout_seconds = UInt32(clamping: configuration.idleTimeoutSeconds)
         // Each connection's buffer holds the request line and headers (and the response head).
         // libmicrohttpd keeps each connection's request line and headers in this pool (and
         // clears it for every request), so it is sized to the limits, not beyond.
