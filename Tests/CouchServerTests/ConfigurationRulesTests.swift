@@ -153,5 +153,15 @@ import Testing
         let crlf = try ConfigurationFile(text: "[s]\r\na = 1\r\nb = 2\rc = 3\r\n").entries
         #expect(crlf.map(\.key) == ["a", "b", "c"])
         #expect(crlf.map(\.value) == ["1", "2", "3"])
+        // A CRLF file's admin passwords are hashed in place all the same.
+        let directory = TestServer.makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = directory + "/couchdb.ini"
+        try "[chttpd]\r\nport = 5984\r\n[admins]\r\nalice = s3cret-Passw0rd\r\n".write(toFile: path, atomically: true, encoding: .utf8)
+        #expect(try ConfigurationFile.hashAdminPasswords(in: path, iterations: 10))
+        let hashed = try ConfigurationFile(contentsOf: path)
+        #expect(hashed.value("alice", in: "admins")?.hasPrefix("-pbkdf2:sha256-") == true)
+        #expect(hashed.value("port", in: "chttpd") == "5984")
+        #expect(try !String(contentsOfFile: path, encoding: .utf8).contains("s3cret"))
     }
 }

@@ -18,7 +18,8 @@ extension ConfigurationFile {
         var section = ""
         var changed = false
         var lines: [String] = []
-        for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
+        // CRLF is one `Character`: split on every line end, as the file is read.
+        for line in text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline) {
             let trimmed = line.trimmingWhitespace()
             if trimmed.hasPrefix("[") && trimmed.hasSuffix("]") {
                 section = String(trimmed.dropFirst().dropLast()).trimmingWhitespace()

@@ -33,30 +33,42 @@ public struct ConfigurationFile: Sendable {
         self.entries = entries
     }
 
+    /// Read by Unicode scalars, not characters: a combining mark after `[` or `=` must not
+    /// hide it (`"[\u{301}x]"` is a section).
     private static func parse(_ text: String) -> ([Entry], [ConfigurationError]) {
         var entries: [Entry] = []
         var problems: [ConfigurationError] = []
         var section = ""
-        let lines = text.split(omittingEmptySubsequences: false) { $0 == "\n" || $0 == "\r\n" || $0 == "\r" }
-        for (number, rawLine) in lines.enumerated() {
-            let line = trimmed(rawLine)
-            if line.isEmpty || line.hasPrefix(";") || line.hasPrefix("#") { continue }
-            if line.hasPrefix("[") {
-                guard line.hasSuffix("]"), line.count >= 2 else {
-                    problems.append(ConfigurationError("line \(number + 1): unterminated section header"))
+        let scalars = text.unicodeScalars
+        var lineStart = scalars.startIndex
+        var number = 0
+        while lineStart < scalars.endIndex || number == 0 {
+            number += 1
+            let lineEnd = scalars[lineStart...].firstIndex { $0 == "\n" || $0 == "\r" } ?? scalars.endIndex
+            let line = trimmed(scalars[lineStart..<lineEnd])
+            if lineEnd == scalars.endIndex {
+                lineStart = lineEnd
+            } else {
+                let next = scalars.index(after: lineEnd)
+                lineStart = scalars[lineEnd] == "\r" && next < scalars.endIndex && scalars[next] == "\n" ? scalars.index(after: next) : next
+            }
+            guard let first = line.first, first != ";", first != "#" else { continue }
+            if first == "[" {
+                guard line.count >= 2, line.last == "]" else {
+                    problems.append(ConfigurationError("line \(number): unterminated section header"))
                     continue
                 }
-                section = trimmed(Substring(line).dropFirst().dropLast())
+                section = String(String.UnicodeScalarView(trimmed(line.dropFirst().dropLast())))
                 continue
             }
             guard let equals = line.firstIndex(of: "=") else {
-                problems.append(ConfigurationError("line \(number + 1): expected key = value"))
+                problems.append(ConfigurationError("line \(number): expected key = value"))
                 continue
             }
-            let key = trimmed(line[..<equals])
-            let value = trimmed(line[line.index(after: equals)...])
+            let key = String(String.UnicodeScalarView(trimmed(line[..<equals])))
+            let value = String(String.UnicodeScalarView(trimmed(line[line.index(after: equals)...])))
             guard !key.isEmpty else {
-                problems.append(ConfigurationError("line \(number + 1): empty key"))
+                problems.append(ConfigurationError("line \(number): empty key"))
                 continue
             }
             entries.append(Entry(section: section, key: key, value: value))
@@ -64,11 +76,10 @@ public struct ConfigurationFile: Sendable {
         return (entries, problems)
     }
 
-    private static func trimmed(_ text: Substring) -> String {
-        let scalars = text.unicodeScalars
+    private static func trimmed(_ scalars: Substring.UnicodeScalarView) -> Substring.UnicodeScalarView {
         guard let start = scalars.firstIndex(where: { !$0.properties.isWhitespace }),
-              let end = scalars.lastIndex(where: { !$0.properties.isWhitespace }) else { return "" }
-        return String(Substring(scalars[start...end]))
+              let end = scalars.lastIndex(where: { !$0.properties.isWhitespace }) else { return scalars[scalars.startIndex..<scalars.startIndex] }
+        return scalars[start...end]
     }
 
     /// The entries as ini text, each section once (where it first appears), its keys in order.

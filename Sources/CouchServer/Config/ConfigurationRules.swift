@@ -15,9 +15,8 @@ enum ConfigurationRules {
         case boolean
         /// One of these words, in any case.
         case choice([String])
+        /// Any one line (header values, comma-separated lists).
         case text
-        /// Comma-separated items.
-        case list
         /// Dotted-decimal IPv4 (the listener binds IPv4 only).
         case ipv4Address
         /// A file or directory: read from `--config`, the command line or the environment only.
@@ -63,7 +62,8 @@ enum ConfigurationRules {
         }
     }
 
-    /// An integer the rules accept (`check` first): nil for text that is not one.
+    /// The integer a value `check` accepted for an integer key holds (decimal digits, an
+    /// optional `-`: no `+`, no blanks, as Swift's `Int.init` would also take).
     static func integer(_ value: String) -> Int? {
         let digits = value.first == "-" ? value.dropFirst() : Substring(value)
         guard !digits.isEmpty, digits.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) else { return nil }
@@ -90,7 +90,7 @@ enum ConfigurationRules {
             if boolean(value) == nil { return "must be true or false" }
         case .choice(let words):
             if !words.contains(value.lowercased()) { return "must be one of " + words.joined(separator: ", ") }
-        case .text, .list:
+        case .text:
             break
         case .ipv4Address:
             if !isIPv4(value) { return "must be an IPv4 address" }
@@ -156,7 +156,7 @@ enum ConfigurationRules {
             "users_db_security_editable": .boolean, "max_partition_size": .integer(0...(1 << 53)),
         ],
         "cors": [
-            "origins": .list, "credentials": .boolean, "methods": .list, "headers": .list, "exposed_headers": .list,
+            "origins": .text, "credentials": .boolean, "methods": .text, "headers": .text, "exposed_headers": .text,
             "max_age": .integer(0...2_147_483_647),
         ],
         "couchette": [
