@@ -50,7 +50,7 @@ public final class CouchServer: RequestHandler {
     /// their data directory. Refuses to serve beyond loopback with no admin.
     public init(databases: DatabaseManager, configuration: ServerConfiguration) throws {
         self.databases = databases
-        liveConfiguration = try LiveConfiguration(base: configuration, directory: databases.directory)
+        liveConfiguration = LiveConfiguration(base: configuration, directory: databases.directory)
         let effective = try liveConfiguration.effective(firstTime: true)
         let holder = AccessControlHolder(try AccessControl(configuration: effective, databases: databases))
         accessControlHolder = holder

@@ -80,7 +80,7 @@ extension Database {
                                         absent: keepingAbsentBodies ? Self.absentAttachment(name, meta) : nil))
                     continue
                 }
-                let encoding = meta["encoding"]?.stringValue
+                let encoding = try Self.encoding(of: name, meta["encoding"])
                 // A content type with control characters (CR/LF) could not be sent back as a header.
                 if let contentType = meta["content_type"]?.stringValue,
                    contentType.utf8.contains(where: { $0 < 0x20 || $0 == 0x7f }) {
@@ -126,6 +126,20 @@ extension Database {
             throw error
         }
         return PreparedEdit(edit: edit, attachments: inputs, staged: staged, newEdits: newEdits)
+    }
+
+    /// The coding of a body a client sends: none (`identity`, or not given) or `gzip`, the only
+    /// ones CouchDB stores. Another (`deflate`...) is refused: kept, it would claim a coding the
+    /// bytes may not have, and no reader could decode it; ignored (as CouchDB ignores it in
+    /// inline `data`), compressed bytes would be stored as the content.
+    private static func encoding(of name: String, _ value: JSONValue?) throws -> String? {
+        switch value {
+        case nil, .null?, .string("identity")?: return nil
+        case .string("gzip")?: return "gzip"
+        case .string(let other)?:
+            throw CouchError(.badContentType, "Attachment \(name) has encoding \(other); only gzip and identity are supported")
+        default: throw CouchError.badRequest("The encoding of attachment \(name) must be a string")
+        }
     }
 
     /// A stub's metadata as an attachment whose body is absent; nil when the stub lacks what
