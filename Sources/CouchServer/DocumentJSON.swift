@@ -46,6 +46,11 @@ struct AttachmentRenderOptions: Sendable {
         }
     }
 
+    /// Bodies of every attachment are sent (but those `atts_since` covers), whatever the query said.
+    mutating func sendsAll() {
+        if mode == .stubs { mode = .data }
+    }
+
     /// The attachments of `revision` whose data is sent (rather than a stub).
     func sending(_ revision: StoredRevision, record: DocumentRecord?) -> [AttachmentInfo] {
         guard mode != .stubs else { return [] }
@@ -127,7 +132,6 @@ enum DocumentJSON {
                 output.append(contentsOf: #","data":""#.utf8)
                 Base64.encode(try options.identityData(attachment, documentID: revision.id.rawValue), into: &output)
                 output.append(UInt8(ascii: "\""))
-                encodingInfo = false
             }
             if encodingInfo, let encoding = attachment.encoding {
                 output.append(contentsOf: #","encoding":"#.utf8)

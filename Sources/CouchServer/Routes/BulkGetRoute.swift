@@ -38,6 +38,8 @@ enum BulkGetRoute {
         let latest = try context.boolOption("latest") || body["latest"]?.boolValue == true
         let outcomes = try items.map { try lookUp($0, database: database, latest: latest) }
         if context.request.accepts("multipart/mixed") {
+            // Every attachment's body, as CouchDB's `send_docs_multipart_bulk_get` sends them.
+            options.attachments.sendsAll()
             return try multipart(outcomes, options: options)
         }
         return try json(items, outcomes, options: options)
