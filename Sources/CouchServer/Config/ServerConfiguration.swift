@@ -17,6 +17,9 @@ public struct ServerConfiguration: Sendable {
     /// `[couchdb] max_partition_size`: bytes of live bodies past which a partition refuses
     /// growing writes (403 `partition_overflow`); 0 for no limit. CouchDB's default, 10 GiB.
     public var maximumPartitionSize = 10_737_418_240
+    /// `[attachments] compressible_types` and `compression_level`: attachments of these types
+    /// are stored gzip-compressed, as CouchDB stores them.
+    public var attachmentCompression = AttachmentCompression()
     /// `[query_server_config] partition_query_limit`: the most rows a partition query may ask for.
     public var partitionQueryLimit = 2000
     /// `[chttpd] x_forwarded_host`: the header naming the host a proxy was asked for (`Location`).
@@ -179,6 +182,15 @@ extension ServerConfiguration {
         if let size = try int("max_partition_size", "couchdb") {
             guard size >= 0 else { throw ConfigurationError("max_partition_size must not be negative") }
             maximumPartitionSize = size
+        }
+        let compressibleTypes = file.value("compressible_types", in: "attachments")
+        let compressionLevel = try int("compression_level", "attachments")
+        if compressibleTypes != nil || compressionLevel != nil {
+            if let compressionLevel, !(0...9).contains(compressionLevel) {
+                throw ConfigurationError("compression_level must be between 0 and 9")
+            }
+            attachmentCompression = AttachmentCompression(types: compressibleTypes ?? attachmentCompression.types,
+                                                          level: compressionLevel ?? attachmentCompression.level)
         }
         if let limit = try int("partition_query_limit", "query_server_config") {
             guard limit > 0 else { throw ConfigurationError("partition_query_limit must be positive") }
