@@ -121,11 +121,13 @@ import Testing
         #expect(stubs?["c.txt"]?["encoding"] == nil)
         #expect(try server.json("GET", "/_node/_local/_config/attachments/compression_level").json == "1")
 
-        // Live: level 0 stores every attachment as sent from now on.
-        #expect(try server.json("PUT", "/_node/_local/_config/attachments/compression_level", body: #""0""#).status == 200)
-        _ = try server.put("db", "e", #"{"_attachments":{"a.log":{"content_type":"application/x-log","data":"\#(data)"}}}"#)
-        #expect(try server.json("GET", "/db/e?att_encoding_info=true").json["_attachments"]?["a.log"]?["encoding"] == nil)
-        #expect(try server.json("PUT", "/_node/_local/_config/attachments/compression_level", body: #""12""#).status == 400)
+        // Live: a level outside 1-9 stores every attachment as sent from now on.
+        for level in ["0", "12"] {
+            #expect(try server.json("PUT", "/_node/_local/_config/attachments/compression_level", body: #""\#(level)""#).status == 200)
+            _ = try server.json("PUT", "/db/e\(level)", body: #"{"_attachments":{"a.log":{"content_type":"application/x-log","data":"\#(data)"}}}"#)
+            #expect(try server.json("GET", "/db/e\(level)?att_encoding_info=true").json["_attachments"]?["a.log"]?["encoding"] == nil)
+        }
+        #expect(try server.json("PUT", "/_node/_local/_config/attachments/compression_level", body: #""high""#).status == 400)
     }
 
     /// Attachments a server stored as sent before it compressed keep working: read back,

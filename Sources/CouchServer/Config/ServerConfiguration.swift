@@ -186,9 +186,7 @@ extension ServerConfiguration {
         let compressibleTypes = file.value("compressible_types", in: "attachments")
         let compressionLevel = try int("compression_level", "attachments")
         if compressibleTypes != nil || compressionLevel != nil {
-            if let compressionLevel, !(0...9).contains(compressionLevel) {
-                throw ConfigurationError("compression_level must be between 0 and 9")
-            }
+            // A level outside 1–9 stores every attachment as sent, as in CouchDB.
             attachmentCompression = AttachmentCompression(types: compressibleTypes ?? attachmentCompression.types,
                                                           level: compressionLevel ?? attachmentCompression.level)
         }
