@@ -29,7 +29,8 @@ extension LocalEndpoint {
         var bodies: [AttachmentBody] = []
         var absentBody: String?
         for attachment in stored.attachments {
-            guard attachment.revpos > threshold else {
+            // No ancestor in common: every body (even one a replicated write left at revpos 0).
+            guard threshold == 0 || attachment.revpos > threshold else {
                 attachments[attachment.name] = stub(attachment)
                 continue
             }

@@ -59,7 +59,8 @@ struct AttachmentRenderOptions: Sendable {
             let history = Set(record.tree.history(of: revision.revision))
             threshold = since.filter { history.contains($0) }.map(\.generation).max() ?? 0
         }
-        return revision.attachments.filter { $0.revpos > threshold }
+        // No ancestor in common: every body (even one a replicated write left at revpos 0).
+        return threshold == 0 ? revision.attachments : revision.attachments.filter { $0.revpos > threshold }
     }
 
     /// An attachment's bytes as clients see them (decompressed when stored gzip).

@@ -117,11 +117,13 @@ extension Database {
                 }
                 let declaredLength = meta["length"]?.intValue
                 let encoding = blob.encoding ?? declaredEncoding.flatMap { $0 == "identity" ? nil : $0 }
-                if trustsDigest, encoding == nil || blob.given != nil, let declaredLength, declaredLength != received.length {
+                // Bytes sent encoded: only the sender knows their decoded length.
+                let sentEncoded = blob.given == nil && encoding != nil
+                if trustsDigest, !sentEncoded, let declaredLength, declaredLength != received.length {
                     throw CouchError.badRequest("Length mismatch for attachment \(name)")
                 }
                 inputs.append(.blob(name: name, contentType: contentType, blob: blob, encoding: encoding,
-                                    length: encoding == nil || blob.given != nil ? received.length : (declaredLength ?? blob.length),
+                                    length: sentEncoded ? (declaredLength ?? blob.length) : received.length,
                                     revpos: meta["revpos"]?.intValue))
             }
         } catch {
@@ -198,7 +200,8 @@ extension Database {
     }
 
     /// The attachment list of a new revision: stubs found in the nearest stored ancestor
-    /// (else 412 `missing_stub`), new blobs with their revpos.
+    /// (else 412 `missing_stub`), new blobs with their revpos (a replicated one's as given,
+    /// else 0, as CouchDB keeps it).
     func resolve(_ prepared: PreparedEdit, id: DocumentID, generation: Int, newEdits: Bool, ancestors: [RevisionID],
                  record: DocumentRecord?, connection: SQLiteConnection) throws -> [AttachmentInfo] {
         var ancestorAttachments: [AttachmentInfo]?
@@ -222,7 +225,7 @@ extension Database {
                 return info
             case .blob(let name, let contentType, let blob, let encoding, let length, let revpos):
                 return AttachmentInfo(name: name, contentType: contentType, length: length, digest: blob.digest,
-                                      revpos: newEdits ? generation : (revpos ?? generation), encoding: encoding,
+                                      revpos: newEdits ? generation : (revpos ?? 0), encoding: encoding,
                                       encodedLength: encoding == nil ? nil : blob.length, blobKey: blob.key)
             case .stub(let name, let revpos, _, let absent):
                 // By name and revpos, as CouchDB's `couch_att:merge_stubs` matches (a peer's digest

@@ -45,6 +45,25 @@ import Testing
         for name in ["a.bin", "b.txt", "c.bin"] { #expect(bulk.text.contains("filename=\"\(name)\""), "\(name)") }
     }
 
+    /// A replicated write that names no `revpos` stores 0, as CouchDB does; the body is still
+    /// sent to a peer that has no ancestor of the revision.
+    @Test func attachmentsReplicatedWithoutRevposAreStoredAtZeroAndStillSent() throws {
+        let server = try TestServer()
+        defer { server.stop() }
+        try server.createDatabase("db")
+        let write = try server.json("POST", "/db/_bulk_docs", body: #"""
+            {"new_edits":false,"docs":[{"_id":"r","_rev":"2-b","_revisions":{"start":2,"ids":["b","a"]},
+             "_attachments":{"x.bin":{"content_type":"application/octet-stream","data":"AAEC"}}}]}
+            """#)
+        #expect(write.json == [])
+        #expect(try server.json("GET", "/db/r").json["_attachments"]?["x.bin"]?["revpos"] == 0)
+        let mixed = try server.request("GET", "/db/r?revs=true&open_revs=%5B%222-b%22%5D&atts_since=%5B%221-z%22%5D",
+                                       headers: [("Accept", "multipart/mixed")])
+        #expect(mixed.text.contains("filename=\"x.bin\""))
+        let inline = try server.json("POST", "/db/_bulk_get?attachments=true", body: #"{"docs":[{"id":"r","rev":"2-b"}]}"#)
+        #expect(inline.json["results"]?[0]?["docs"]?[0]?["ok"]?["_attachments"]?["x.bin"]?["data"] == "AAEC")
+    }
+
     /// From its second checkpoint on, CouchDB's replicator writes `_local` documents with
     /// `"_revisions": {"start": 0, "ids": ["1"]}`: only the form of `_revisions` is checked.
     @Test func localDocumentsTakeCheckpointsAsCouchDBsReplicatorWritesThem() throws {
