@@ -28,7 +28,6 @@ class Environment:
         self.couchdb = Side("CouchDB", couchdb, is_couchette=False, credentials=peers.ADMIN)
         self.couchette = Side("Couchette", couchette, is_couchette=True)
         self.quick = quick
-        self.restarts = 0
 
     def db(self, name):
         return "interop-" + name
@@ -36,12 +35,10 @@ class Environment:
     def restart_couchdb(self):
         self.couchdb_peer.restart()
         self.couchdb.client.close()
-        self.restarts += 1
 
     def restart_couchette(self):
         self.couchette_peer.restart()
         self.couchette.client.close()
-        self.restarts += 1
 
 
 def run_peer(kind, release, binary, workdir, chosen, quick, log):

@@ -6,7 +6,7 @@ it replicated document by document (`compare.py`)."""
 import time
 
 import data
-from client import quote, query
+from client import query
 from sides import ScenarioFailure, check, expect_same, sequence_number, wait_caught_up
 
 SCENARIOS = []
@@ -85,8 +85,10 @@ def continuous(env, runner, label):
         data.documents_with_attachments(source.client, src, count)
         jobs.append((direction, source, src, target, tgt))
     start = time.monotonic()
-    ids = [(job, runner.start_continuous(job[1], job[2], job[3], job[4])) for job in jobs]
+    ids = []
     try:
+        for job in jobs:
+            ids.append((job, runner.start_continuous(*job[1:])))
         for _, source, src, target, tgt in jobs:
             wait_caught_up(source, src, target, tgt)
         caught_up = time.monotonic() - start
@@ -135,10 +137,10 @@ def persistent(env, runner, label):
         target.create(tgt)
         data.rich(source.client, src, large=False)
         data.plain_documents(source.client, src, 300, prefix="bulk")
-        doc_id = f"{label}-{direction}"
-        jobs.append((doc_id, source, src, target, tgt))
-        runner.put_replication(doc_id, source, src, target, tgt, continuous=True, checkpoint_interval=500)
+        jobs.append((f"{label}-{direction}", source, src, target, tgt))
     try:
+        for doc_id, source, src, target, tgt in jobs:
+            runner.put_replication(doc_id, source, src, target, tgt, continuous=True, checkpoint_interval=500)
         for doc_id, *_ in jobs:
             runner.wait_replication(doc_id, states=("running",), timeout=120)
 
@@ -196,8 +198,8 @@ def couchette_replicator_database(env):
     return persistent(env, env.couchette, "couchette-persist")
 
 
-@scenario("A long push with several checkpoints: CouchDB pushes 10,000 documents to Couchette, never restarting; "
-          "then Couchette pushes them to CouchDB", quick=True)
+@scenario("A long push with several checkpoints: CouchDB pushes 10,000 documents to Couchette (2,000 in the quick "
+          "run), never restarting; then Couchette pushes them to CouchDB", quick=True)
 def long_push(env):
     cdb, cte = env.couchdb, env.couchette
     count = 2000 if env.quick else 10_000
