@@ -357,7 +357,8 @@ public final class Listener: @unchecked Sendable {
             // client), and it is allocated and zeroed with every response: a feed's rows are small
             // and thousands of feeds may wait at once, so theirs is small.
             let block = stream.waitsForEvents ? 1024 : 32 * 1024
-            mhdResponse = MHD_create_response_from_callback(UInt64.max, block, streamReader, box, streamReleased)
+            let size = stream.contentLength.map { UInt64($0) } ?? UInt64.max // MHD_SIZE_UNKNOWN: chunked
+            mhdResponse = MHD_create_response_from_callback(size, block, streamReader, box, streamReleased)
             connection.begin()
         }
         guard let mhdResponse else { return .NO }

@@ -173,6 +173,8 @@ enum ConfigurationRules {
         "query_server_config": ["os_process_timeout": .integer(1...4_294_967_295),
                                 "partition_query_limit": .integer(1...1_000_000_000)],
         "replicator": ["max_jobs": .integer(count), "interval": .integer(1...4_294_967_295), "max_churn": .integer(count)],
+        // A level outside 1–9 stores attachments as sent, as CouchDB takes it.
+        "attachments": ["compressible_types": .text, "compression_level": .integer(-1_000_000...1_000_000)],
     ]
 
     /// CouchDB's keys that name files or directories (Couchette reads none of them).

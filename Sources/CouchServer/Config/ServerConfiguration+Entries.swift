@@ -24,6 +24,8 @@ extension ServerConfiguration {
             entry("couchdb", "maintenance_mode", maintenanceMode),
             entry("couchdb", "max_partition_size", String(maximumPartitionSize)),
             entry("query_server_config", "partition_query_limit", String(partitionQueryLimit)),
+            entry("attachments", "compressible_types", attachmentCompression.types),
+            entry("attachments", "compression_level", String(attachmentCompression.level)),
             entry("chttpd", "x_forwarded_host", forwardedHostHeader),
             entry("chttpd", "allow_jsonp", String(allowJSONP)),
             entry("couchdb", "default_security", auth.defaultSecurity.rawValue),

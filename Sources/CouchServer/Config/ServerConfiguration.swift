@@ -17,6 +17,9 @@ public struct ServerConfiguration: Sendable {
     /// `[couchdb] max_partition_size`: bytes of live bodies past which a partition refuses
     /// growing writes (403 `partition_overflow`); 0 for no limit. CouchDB's default, 10 GiB.
     public var maximumPartitionSize = 10_737_418_240
+    /// `[attachments] compressible_types` and `compression_level`: attachments of these types
+    /// are stored gzip-compressed, as CouchDB stores them.
+    public var attachmentCompression = AttachmentCompression()
     /// `[query_server_config] partition_query_limit`: the most rows a partition query may ask for.
     public var partitionQueryLimit = 2000
     /// `[chttpd] x_forwarded_host`: the header naming the host a proxy was asked for (`Location`).
@@ -183,6 +186,13 @@ extension ServerConfiguration {
         if let count = int("max_dbs_open", "couchdb") { maximumOpenDatabases = count }
         if let size = int("max_partition_size", "couchdb") { maximumPartitionSize = size }
         if let limit = int("partition_query_limit", "query_server_config") { partitionQueryLimit = limit }
+        let compressibleTypes = file.value("compressible_types", in: "attachments")
+        let compressionLevel = int("compression_level", "attachments")
+        if compressibleTypes != nil || compressionLevel != nil {
+            // A level outside 1–9 stores every attachment as sent, as in CouchDB.
+            attachmentCompression = AttachmentCompression(types: compressibleTypes ?? attachmentCompression.types,
+                                                          level: compressionLevel ?? attachmentCompression.level)
+        }
         if let header = file.value("x_forwarded_host", in: "chttpd", "httpd") { forwardedHostHeader = header }
         if let allowed = bool("allow_jsonp", "chttpd", "httpd") { allowJSONP = allowed }
         if let threads = int("threads", "couchette") { listener.threadCount = threads }
