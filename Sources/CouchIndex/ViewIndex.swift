@@ -18,14 +18,17 @@ import Logging
 public final class ViewIndex: @unchecked Sendable {
     public let definition: IndexDefinition
     public let path: String
-    private let writer: SQLiteConnection
-    private let updateLock = NSLock()
+    let writer: SQLiteConnection
+    let updateLock = NSLock()
     private let stateLock = NSLock()
     private var indexedSequence = 0
     private var indexedPurge = 0
     private var totals: [Int: Int] = [:]
     private var idleReaders: [SQLiteConnection] = []
     private var updating = false
+    /// The seed of the stored reductions (`ReductionTree`), nil while they are not built;
+    /// changed only with `updateLock` held.
+    var reductionSeed: UInt64?
     static let logger = Logger(label: "couchette.views")
 
     /// Documents mapped per transaction.
@@ -44,11 +47,12 @@ public final class ViewIndex: @unchecked Sendable {
                 dup INTEGER NOT NULL, key_json BLOB NOT NULL, value BLOB NOT NULL,
                 PRIMARY KEY (view, key, doc_id, dup)) WITHOUT ROWID;
             CREATE INDEX IF NOT EXISTS rows_by_document ON rows (doc_id);
-            """)
+            """ + ReductionTree.schema)
         let instance = try meta("instance")
         if instance != database.instanceStartTime {
             try transaction {
                 try writer.run("DELETE FROM rows")
+                try invalidateReductions()
                 try setMeta("instance", database.instanceStartTime)
                 try setMeta("update_seq", "0")
                 try setMeta("purge_seq", String((try? database.purgeSequence) ?? 0))
@@ -56,6 +60,7 @@ public final class ViewIndex: @unchecked Sendable {
         }
         indexedSequence = Int(try meta("update_seq") ?? "0") ?? 0
         indexedPurge = Int(try meta("purge_seq") ?? "0") ?? 0
+        reductionSeed = try Self.seed(meta("reductions"))
     }
 
     /// The database sequence the index has caught up with.
@@ -87,6 +92,11 @@ public final class ViewIndex: @unchecked Sendable {
         }
         try applyPurges(database)
         var since = updateSequence
+        // Catching up on many changes costs less as one build of the stored reductions from
+        // the rows than as node updates (a changed row costs a leaf's worth of reads).
+        if reductionSeed != nil, target - since > max(Self.batchSize, try reducedRows() / 32) {
+            try transaction { try invalidateReductions() }
+        }
         while since < target {
             let changes: [ChangeRow]
             do {
@@ -102,24 +112,36 @@ public final class ViewIndex: @unchecked Sendable {
             var byDocument: [String: [[Emission]]] = [:]
             for (input, rows) in zip(inputs, emitted) { byDocument[input.id.rawValue] = rows }
             try transaction {
+                var changed = RowChanges(trees: reductionSeed.map(trees) ?? [])
                 for change in changes {
-                    try writer.run("DELETE FROM rows WHERE doc_id = ?", [.text(change.id.rawValue)])
+                    try deleteRows(of: change.id.rawValue, into: &changed)
                     guard let views = byDocument[change.id.rawValue] else { continue }
                     for (view, rows) in views.enumerated() {
                         for (dup, row) in rows.enumerated() {
+                            let key = storedKey(row.key, id: change.id)
                             try writer.run(
                                 "INSERT INTO rows (view, key, doc_id, dup, key_json, value) VALUES (?, ?, ?, ?, ?, ?)",
-                                [.int(view), .blob(storedKey(row.key, id: change.id)), .text(change.id.rawValue), .int(dup),
+                                [.int(view), .blob(key), .text(change.id.rawValue), .int(dup),
                                  .blob(row.key.serialized()), .blob(row.value.serialized())])
+                            changed.add(view: view, key: key, docID: change.id.rawValue, dup: dup)
                         }
                     }
                 }
+                try updateReductions(changed)
                 try setMeta("update_seq", String(last.sequence))
             }
             since = last.sequence
             stateLock.withLock {
                 indexedSequence = since
                 totals.removeAll()
+            }
+        }
+        if reductionSeed == nil, !reducingViews.isEmpty {
+            // The rows are indexed whatever happens here: a reduce query builds them again, or says why not.
+            do {
+                try rebuildReductions()
+            } catch {
+                Self.logger.warning("stored reductions of \(path) not built: \(error.reason)")
             }
         }
     }
@@ -140,9 +162,12 @@ public final class ViewIndex: @unchecked Sendable {
         let complete = infos.first.map { $0.sequence == purgeSequence + 1 } ?? false
         try transaction {
             if complete {
-                for info in infos { try writer.run("DELETE FROM rows WHERE doc_id = ?", [.text(info.id)]) }
+                var changed = RowChanges(trees: reductionSeed.map(trees) ?? [])
+                for info in infos { try deleteRows(of: info.id, into: &changed) }
+                try updateReductions(changed)
             } else {
                 try writer.run("DELETE FROM rows")
+                try invalidateReductions()
                 try setMeta("update_seq", "0")
             }
             try setMeta("purge_seq", String(databasePurge))
@@ -229,7 +254,7 @@ public final class ViewIndex: @unchecked Sendable {
         }
     }
 
-    private func meta(_ name: String) throws(CouchError) -> String? {
+    func meta(_ name: String) throws(CouchError) -> String? {
         var value: String?
         do {
             try writer.query("SELECT value FROM meta WHERE name = ?", [.text(name)]) { value = $0.text(0) }
@@ -239,7 +264,7 @@ public final class ViewIndex: @unchecked Sendable {
         return value
     }
 
-    private func setMeta(_ name: String, _ value: String) throws(CouchError) {
+    func setMeta(_ name: String, _ value: String) throws(CouchError) {
         try writer.run("INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)", [.text(name), .text(value)])
     }
 
