@@ -25,9 +25,9 @@ struct ReductionTree {
     let reduction: ViewReduction
     let partitioned: Bool
     let seed: UInt64
+    /// Bits of a position's hash per level: with 5, nodes hold 32 rows or children on average.
+    var bitsPerLevel = 5
 
-    /// Bits of a position's hash per level: nodes hold 32 rows or children on average.
-    static let bitsPerLevel = 5
     static let maximumLevel = 12
     /// Nodes reduced per call (JavaScript reduces: per call into a worker).
     static let batchSize = 256
@@ -48,7 +48,7 @@ struct ReductionTree {
         hash ^= hash >> 33
         hash = hash &* 0xc4ce_b9fe_1a85_ec53
         hash ^= hash >> 33
-        return min(hash.trailingZeroBitCount / Self.bitsPerLevel, Self.maximumLevel)
+        return min(hash.trailingZeroBitCount / bitsPerLevel, Self.maximumLevel)
     }
 
     // MARK: Building
@@ -167,8 +167,9 @@ struct ReductionTree {
     // MARK: Following changes
 
     /// Brings the tree in line with a batch of row changes, made in the same transaction:
-    /// `removed` are positions of rows deleted, `added` of rows inserted (a position in both was
-    /// rewritten). Only nodes holding them, and the ancestors of those, are computed again.
+    /// `removed` are positions of rows deleted, `added` of rows inserted after the deletions (a
+    /// position in both was deleted, then written again). Only nodes holding them, and the
+    /// ancestors of those, are computed again.
     func update(_ connection: SQLiteConnection, removed: [[UInt8]], added: [[UInt8]]) throws(CouchError) {
         let added = Set(added)
         let gone = Set(removed).subtracting(added)

@@ -31,6 +31,14 @@ public final class ViewIndex: @unchecked Sendable {
     var reductionSeed: UInt64?
     static let logger = Logger(label: "couchette.views")
 
+    static let schema = """
+        CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE IF NOT EXISTS rows (view INTEGER NOT NULL, key BLOB NOT NULL, doc_id TEXT NOT NULL,
+            dup INTEGER NOT NULL, key_json BLOB NOT NULL, value BLOB NOT NULL,
+            PRIMARY KEY (view, key, doc_id, dup)) WITHOUT ROWID;
+        CREATE INDEX IF NOT EXISTS rows_by_document ON rows (doc_id);
+        """ + ReductionTree.schema
+
     /// Documents mapped per transaction.
     public static let batchSize = 1000
 
@@ -40,14 +48,7 @@ public final class ViewIndex: @unchecked Sendable {
         try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         path = directory + "/" + definition.signature + ".sqlite"
         writer = try SQLiteConnection(path: path, create: true)
-        try writer.execute("""
-            PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;
-            CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
-            CREATE TABLE IF NOT EXISTS rows (view INTEGER NOT NULL, key BLOB NOT NULL, doc_id TEXT NOT NULL,
-                dup INTEGER NOT NULL, key_json BLOB NOT NULL, value BLOB NOT NULL,
-                PRIMARY KEY (view, key, doc_id, dup)) WITHOUT ROWID;
-            CREATE INDEX IF NOT EXISTS rows_by_document ON rows (doc_id);
-            """ + ReductionTree.schema)
+        try writer.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;" + Self.schema)
         let instance = try meta("instance")
         if instance != database.instanceStartTime {
             try transaction {

@@ -35,6 +35,8 @@ public struct ViewReduction: Sendable {
 
     let kind: Kind
 
+    init(kind: Kind) { self.kind = kind }
+
     /// The reduction for a view's `reduce` member; nil for an unknown built-in name.
     public init?(source: String, design: DesignDocument, view: String, database: DatabaseName, runtime: FunctionRuntime,
                  partitioned: Bool) {
