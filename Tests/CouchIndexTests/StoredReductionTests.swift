@@ -21,7 +21,12 @@ import Testing
     static let reduces = ["count": "_count", "sum": "_sum", "stats": "_stats", "distinct": "_approx_count_distinct",
                           "js": javaScriptReduce]
 
-    static var design: String {
+    static var design: String { design(reduces) }
+
+    /// JavaScript reduces are refused in partitioned views, as CouchDB refuses them.
+    static var builtInDesign: String { design(reduces.filter { $0.key != "js" }) }
+
+    static func design(_ reduces: [String: String]) -> String {
         let views = reduces.sorted { $0.key < $1.key }.map { name, reduce in
             #""\#(name)":{"map":\#(JSONValue(map).serializedString()),"reduce":\#(JSONValue(reduce).serializedString())}"#
         }
@@ -100,6 +105,138 @@ import Testing
             default: break
             }
             try checkQueries(server, &random, rounds: 8)
+        }
+    }
+
+    /// `_approx_count_distinct` answers what CouchDB 3.4.3 answers for the same keys (its
+    /// `couch_hyper` run on them: these figures come from CouchDB's own code).
+    @Test func approximateDistinctCountsAreCouchDBs() throws {
+        let server = try TestServer()
+        defer { server.stop() }
+        try server.createDatabase("db")
+        let sets: [(name: String, keys: [String], couchDB: Int)] = [
+            ("ints", (1...5000).map(String.init), 4940),
+            ("strings", (0..<300).map { #""k\#($0)""# }, 292),
+            ("arrays", (0..<1000).map { #"[\#($0),"x"]"# }, 985),
+            ("floats", (0..<100).map { "\($0).5" }, 100),
+            ("objects", (0..<2000).map { #"{"a":\#($0),"b":null}"# }, 2020),
+        ]
+        let views = sets.map { #""\#($0.name)":{"map":"function(doc) { if (doc.set == '\#($0.name)') emit(doc.k, null); }","reduce":"_approx_count_distinct"}"# }
+        try server.put("db", "_design/d", #"{"views":{\#(views.joined(separator: ","))}}"#)
+        for set in sets {
+            for start in stride(from: 0, to: set.keys.count, by: 1000) {
+                let documents = set.keys[start..<min(set.keys.count, start + 1000)].map { #"{"set":"\#(set.name)","k":\#($0)}"# }
+                #expect(try server.json("POST", "/db/_bulk_docs", body: #"{"docs":[\#(documents.joined(separator: ","))]}"#).status == 201)
+            }
+        }
+        for set in sets {
+            let rows = try server.json("GET", "/db/_design/d/_view/\(set.name)").json["rows"]?.arrayValue ?? []
+            #expect(rows.first?["value"] == JSONValue(set.couchDB), "\(set.name)")
+        }
+
+        // A partitioned view hashes {p, Partition, Key}, as CouchDB's partitioned index stores keys.
+        #expect(try server.json("PUT", "/pdb?partitioned=true").status == 201)
+        try server.put("pdb", "_design/d", #"{"views":{"k":{"map":"function(doc) { emit(doc.k, null); }","reduce":"_approx_count_distinct"}}}"#)
+        for start in stride(from: 1, through: 3000, by: 1000) {
+            let documents = (start..<start + 1000).map { #"{"_id":"p1:\#($0)","k":\#($0)}"# }
+            #expect(try server.json("POST", "/pdb/_bulk_docs", body: #"{"docs":[\#(documents.joined(separator: ","))]}"#).status == 201)
+        }
+        let rows = try server.json("GET", "/pdb/_partition/p1/_design/d/_view/k").json["rows"]?.arrayValue ?? []
+        #expect(rows.first?["value"] == 3151)
+    }
+
+    /// An index file written before reductions were stored answers reduce queries (they are
+    /// built from its rows on the first), and keeps following changes.
+    @Test func indexFilesWithoutStoredReductionsStillAnswer() throws {
+        let directory = TestServer.makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var server = try TestServer(directory: directory)
+        try server.createDatabase("db")
+        try server.put("db", "_design/r", Self.design)
+        var random = SeededRandom(seed: 5)
+        let documents = (0..<500).map { #"{"_id":"d\#($0)",\#(Self.body(&random))}"# }
+        #expect(try server.json("POST", "/db/_bulk_docs", body: #"{"docs":[\#(documents.joined(separator: ","))]}"#).status == 201)
+        let expected = try server.json("GET", "/db/_design/r/_view/sum?group_level=1").json["rows"]
+        #expect(expected?.arrayValue?.count == 4)
+        server.stop(keepData: true)
+
+        let files = try FileManager.default.contentsOfDirectory(atPath: directory + "/db.views").filter { $0.hasSuffix(".sqlite") }
+        try #require(files.count == 1)
+        let file = try SQLiteConnection(path: directory + "/db.views/" + files[0])
+        try file.execute("DROP TABLE reductions; DELETE FROM meta WHERE name = 'reductions';")
+        server = try TestServer(directory: directory)
+        defer { server.stop() }
+        #expect(try server.json("GET", "/db/_design/r/_view/sum?group_level=1&update=false").json["rows"] == expected)
+        #expect(try file.scalarInt("SELECT count(*) FROM reductions") ?? 0 > 0)
+        try server.put("db", "extra", #"{"g":"a","h":1,"n":1000}"#)
+        let rows = try server.json("GET", "/db/_design/r/_view/sum?group_level=1").json["rows"]?.arrayValue ?? []
+        #expect(rows.first?["value"]?.intValue == (expected?.arrayValue?.first?["value"]?.intValue).map { $0 + 1000 })
+    }
+
+    /// A reduce that throws on some rows fails the queries that cover them, with its error, and
+    /// only those; map queries answer; once the rows change the queries answer again.
+    @Test func aFailingReduceFailsOnlyTheQueriesCoveringIt() throws {
+        let server = try TestServer()
+        defer { server.stop() }
+        try server.createDatabase("db")
+        try server.put("db", "_design/f", #"""
+            {"views":{"v":{"map":"function(doc) { emit(doc.n, doc.n); }",
+              "reduce":"function(keys, values, rereduce) { if (!rereduce && values.indexOf(13) >= 0) throw({error: 'unlucky', reason: 'thirteen'}); return sum(values); }"}}}
+            """#)
+        let documents = (0..<2000).map { #"{"_id":"d\#($0)","n":\#($0)}"# }
+        #expect(try server.json("POST", "/db/_bulk_docs", body: #"{"docs":[\#(documents.joined(separator: ","))]}"#).status == 201)
+        var (status, json) = try server.json("GET", "/db/_design/f/_view/v")
+        #expect(status == 500)
+        #expect(json["error"] == "unlucky" && json["reason"] == "thirteen")
+        (status, json) = try server.json("GET", "/db/_design/f/_view/v?startkey=100")
+        #expect(status == 200)
+        #expect(json["rows"]?.arrayValue?.first?["value"] == JSONValue((100..<2000).reduce(0, +)))
+        #expect(try server.json("GET", "/db/_design/f/_view/v?reduce=false&limit=1").status == 200)
+        let revision = try server.json("GET", "/db/d13").json["_rev"]!.stringValue!
+        try server.put("db", "d13", #"{"_rev":"\#(revision)","n":-13}"#)
+        (status, json) = try server.json("GET", "/db/_design/f/_view/v")
+        #expect(status == 200)
+        #expect(json["rows"]?.arrayValue?.first?["value"] == JSONValue((0..<2000).reduce(0, +) - 26))
+    }
+
+    /// A partitioned view's reductions answer per partition: its groups and ranges, never
+    /// another partition's rows.
+    @Test func partitionedViewsReduceWithinTheirPartition() throws {
+        let server = try TestServer()
+        defer { server.stop() }
+        #expect(try server.json("PUT", "/pdb?partitioned=true").status == 201)
+        try server.put("pdb", "_design/r", Self.builtInDesign)
+        var random = SeededRandom(seed: 11)
+        for partition in ["p1", "p2", "p3"] {
+            let documents = (0..<400).map { #"{"_id":"\#(partition):d\#($0)",\#(Self.body(&random))}"# }
+            #expect(try server.json("POST", "/pdb/_bulk_docs", body: #"{"docs":[\#(documents.joined(separator: ","))]}"#).status == 201)
+        }
+        let queries: [[(String, JSONValue)]] = [[], [("group", true)], [("group_level", 1)], [("group_level", 2), ("descending", true)],
+                                                [("group_level", 1), ("startkey", try JSONValue.parse(#"["b"]"#)),
+                                                 ("endkey", try JSONValue.parse(#"["c",5]"#))]]
+        for partition in ["p1", "p3"] {
+            for query in queries {
+                let parameters = query.map { "\($0.0)=\(PercentEncoding.encode($0.1.serializedString()))" }
+                let mapOnly = query.filter { !["group", "group_level"].contains($0.0) }
+                    .map { "\($0.0)=\(PercentEncoding.encode($0.1.serializedString()))" } + ["reduce=false"]
+                let base = "/pdb/_partition/\(partition)/_design/r/_view/"
+                let rows = try server.json("GET", base + "sum?" + mapOnly.joined(separator: "&")).json["rows"]?.arrayValue ?? []
+                #expect(!rows.isEmpty && rows.allSatisfy { $0["id"]?.stringValue?.hasPrefix(partition + ":") == true })
+                for view in ["sum", "count", "stats", "distinct"] {
+                    let json = try server.json("GET", base + view + "?" + parameters.joined(separator: "&")).json
+                    var expected = Self.reduced(rows, view: view, query: query)
+                    if view == "distinct" {
+                        // Keys hashed with their partition, as CouchDB's partitioned index holds them.
+                        expected = .array((expected.arrayValue ?? []).map { group in
+                            let covered = rows.filter { row in Self.reduced([row], view: "count", query: query).arrayValue?.first?["key"] == group["key"] }
+                            var sketch = HyperLogLog()
+                            for row in covered { sketch.insert(keyJSON: (row["key"] ?? .null).serialized(), partition: partition) }
+                            return .object(JSONObject([(key: "key", value: group["key"] ?? .null), (key: "value", value: JSONValue(sketch.cardinality))]))
+                        })
+                    }
+                    #expect(json["rows"] == expected, "\(partition) \(view)?\(parameters)")
+                }
+            }
         }
     }
 
