@@ -88,6 +88,7 @@ extension ViewIndex {
             try setMeta("reductions", "1 \(seed)")
         }
         reductionSeed = seed
+        reductionBuildFailed = false
     }
 
     /// The most rows any reducing view holds (its root's count).

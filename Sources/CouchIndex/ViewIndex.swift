@@ -20,15 +20,17 @@ public final class ViewIndex: @unchecked Sendable {
     public let path: String
     let writer: SQLiteConnection
     let updateLock = NSLock()
-    private let stateLock = NSLock()
-    private var indexedSequence = 0
-    private var indexedPurge = 0
-    private var totals: [Int: Int] = [:]
+    let stateLock = NSLock()
+    var indexedSequence = 0
+    var indexedPurge = 0
+    var totals: [Int: Int] = [:]
     private var idleReaders: [SQLiteConnection] = []
-    private var updating = false
+    var updating = false
     /// The seed of the stored reductions (`ReductionTree`), nil while they are not built;
     /// changed only with `updateLock` held.
     var reductionSeed: UInt64?
+    /// Whether the last build of the stored reductions failed (updates then leave it to queries).
+    var reductionBuildFailed = false
     static let logger = Logger(label: "couchette.views")
 
     static let schema = """
@@ -75,160 +77,6 @@ public final class ViewIndex: @unchecked Sendable {
         ["", "-wal"].reduce(0) { total, suffix in
             total + ((try? FileManager.default.attributesOfItem(atPath: path + suffix)[.size] as? Int) ?? 0)
         }
-    }
-
-    // MARK: Updating
-
-    /// Brings the index up to the database's current sequence: purged documents' rows
-    /// removed, then changed documents mapped in batches, each batch written in one
-    /// transaction. Concurrent callers wait for one update rather than run two.
-    public func update(from database: Database) throws(CouchError) {
-        let target = database.updateSequence
-        if updateSequence >= target, ((try? database.purgeSequence) ?? 0) <= purgeSequence { return }
-        updateLock.lock()
-        stateLock.withLock { updating = true }
-        defer {
-            stateLock.withLock { updating = false }
-            updateLock.unlock()
-        }
-        try applyPurges(database)
-        var since = updateSequence
-        // Catching up on many changes costs less as one build of the stored reductions from
-        // the rows than as node updates (a changed row costs a leaf's worth of reads).
-        if reductionSeed != nil, target - since > max(Self.batchSize, try reducedRows() / 32) {
-            try transaction { try invalidateReductions() }
-        }
-        while since < target {
-            let changes: [ChangeRow]
-            do {
-                changes = try database.changes(ChangesQuery(since: since, limit: Self.batchSize, includeTree: true,
-                                                            includeBodies: true))
-            } catch {
-                throw error as? CouchError ?? CouchError.internalError("cannot read changes")
-            }
-            guard let last = changes.last else { break }
-            // Design documents are not in views (CouchDB's `include_design` option puts them in).
-            let inputs = changes.filter { !$0.isDeleted && (definition.includeDesign || !$0.id.isDesign) }.map { Self.mapInput($0, localSequence: definition.includeLocalSequence) }
-            let emitted = try mapInParallel(inputs)
-            var byDocument: [String: [[Emission]]] = [:]
-            for (input, rows) in zip(inputs, emitted) { byDocument[input.id.rawValue] = rows }
-            try transaction {
-                var changed = RowChanges(trees: reductionSeed.map(trees) ?? [])
-                for change in changes {
-                    try deleteRows(of: change.id.rawValue, into: &changed)
-                    guard let views = byDocument[change.id.rawValue] else { continue }
-                    for (view, rows) in views.enumerated() {
-                        for (dup, row) in rows.enumerated() {
-                            let key = storedKey(row.key, id: change.id)
-                            try writer.run(
-                                "INSERT INTO rows (view, key, doc_id, dup, key_json, value) VALUES (?, ?, ?, ?, ?, ?)",
-                                [.int(view), .blob(key), .text(change.id.rawValue), .int(dup),
-                                 .blob(row.key.serialized()), .blob(row.value.serialized())])
-                            changed.add(view: view, key: key, docID: change.id.rawValue, dup: dup)
-                        }
-                    }
-                }
-                try updateReductions(changed)
-                try setMeta("update_seq", String(last.sequence))
-            }
-            since = last.sequence
-            stateLock.withLock {
-                indexedSequence = since
-                totals.removeAll()
-            }
-        }
-        if reductionSeed == nil, !reducingViews.isEmpty {
-            // The rows are indexed whatever happens here: a reduce query builds them again, or says why not.
-            do {
-                try rebuildReductions()
-            } catch {
-                Self.logger.warning("stored reductions of \(path) not built: \(error.reason)")
-            }
-        }
-    }
-
-    /// Removes the rows of documents purged since the index last looked; documents that
-    /// keep revisions moved to a new sequence and are mapped again by the update. When the
-    /// database no longer lists every purge the index missed, the index starts over.
-    private func applyPurges(_ database: Database) throws(CouchError) {
-        let databasePurge: Int
-        let infos: [(sequence: Int, id: String, revisions: [String])]
-        do {
-            databasePurge = try database.purgeSequence
-            guard databasePurge > purgeSequence else { return }
-            infos = try database.purgedInfos().filter { $0.sequence > purgeSequence }
-        } catch {
-            throw error as? CouchError ?? CouchError.internalError("cannot read purges")
-        }
-        let complete = infos.first.map { $0.sequence == purgeSequence + 1 } ?? false
-        try transaction {
-            if complete {
-                var changed = RowChanges(trees: reductionSeed.map(trees) ?? [])
-                for info in infos { try deleteRows(of: info.id, into: &changed) }
-                try updateReductions(changed)
-            } else {
-                try writer.run("DELETE FROM rows")
-                try invalidateReductions()
-                try setMeta("update_seq", "0")
-            }
-            try setMeta("purge_seq", String(databasePurge))
-        }
-        stateLock.withLock {
-            if !complete { indexedSequence = 0 }
-            indexedPurge = databasePurge
-            totals.removeAll()
-        }
-    }
-
-    /// Maps a batch over the available cores: the mapper is called on slices at once.
-    private func mapInParallel(_ inputs: [MapInput]) throws(CouchError) -> [[[Emission]]] {
-        guard !inputs.isEmpty else { return [] }
-        let mapper = definition.mapper
-        let slices = inputs.transformInParallelSlices(minimumSlice: 100) { slice -> Result<[[[Emission]]], CouchError> in
-            do {
-                return .success(try mapper.map(Array(slice)))
-            } catch {
-                return .failure(error as? CouchError ?? CouchError.internalError("map failed: \(error)"))
-            }
-        }
-        var all: [[[Emission]]] = []
-        all.reserveCapacity(inputs.count)
-        for slice in slices { all += try slice.get() }
-        guard all.count == inputs.count else { throw CouchError.internalError("mapper answered \(all.count) of \(inputs.count) documents") }
-        return all
-    }
-
-    /// A changed document as map functions see it: `_id`, `_rev`, its members,
-    /// `_attachments` stubs, `_conflicts` (and `_local_seq` when asked), spliced from the
-    /// stored bytes.
-    static func mapInput(_ change: ChangeRow, localSequence: Bool = false) -> MapInput {
-        var bytes: [UInt8] = Array("{\"_id\":".utf8)
-        bytes.reserveCapacity((change.body?.count ?? 2) + 96)
-        JSONWriter.appendString(change.id.rawValue, to: &bytes)
-        bytes += Array(",\"_rev\":\"\(change.winner.description)\"".utf8)
-        if let body = change.body, body.count > 2, body.first == UInt8(ascii: "{") {
-            bytes.append(UInt8(ascii: ","))
-            bytes += body.dropFirst().dropLast()
-        }
-        if !change.attachments.isEmpty {
-            bytes += Array(",\"_attachments\":{".utf8)
-            for (index, attachment) in change.attachments.enumerated() {
-                if index > 0 { bytes.append(UInt8(ascii: ",")) }
-                JSONWriter.appendString(attachment.name, to: &bytes)
-                bytes += Array(":{\"content_type\":".utf8)
-                JSONWriter.appendString(attachment.contentType, to: &bytes)
-                bytes += Array(",\"revpos\":\(attachment.revpos),\"digest\":\"\(attachment.digest)\",\"length\":\(attachment.length),\"stub\":true}".utf8)
-            }
-            bytes.append(UInt8(ascii: "}"))
-        }
-        if let conflicts = change.tree?.conflicts.filter({ $0 != change.winner }), !conflicts.isEmpty {
-            bytes += Array(",\"_conflicts\":[".utf8)
-            bytes += Array(conflicts.map { "\"\($0.description)\"" }.joined(separator: ",").utf8)
-            bytes.append(UInt8(ascii: "]"))
-        }
-        if localSequence { bytes += Array(",\"_local_seq\":\(change.sequence)".utf8) }
-        bytes.append(UInt8(ascii: "}"))
-        return MapInput(id: change.id, json: bytes)
     }
 
     /// Rewrites the file without its free pages (`POST /db/_compact/ddoc`); updates wait.
@@ -288,7 +136,7 @@ public final class ViewIndex: @unchecked Sendable {
 
     /// Rows in `view` (cached until the next batch).
     /// The key as stored: its sort key, led in a partitioned index by the partition's.
-    private func storedKey(_ key: JSONValue, id: DocumentID) -> [UInt8] {
+    func storedKey(_ key: JSONValue, id: DocumentID) -> [UInt8] {
         guard definition.partitioned else { return Collation.sortKey(key) }
         return ViewRange.partitionPrefix(id.partition ?? "") + Collation.sortKey(key)
     }
