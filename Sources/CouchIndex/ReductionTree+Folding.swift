@@ -23,22 +23,24 @@ extension ReductionTree {
               body: (ReductionGroup) throws(CouchError) -> Bool) throws(CouchError) {
         var current: (identity: [UInt8], group: ReductionGroup)?
 
-        func identity(_ position: [UInt8]) -> ArraySlice<UInt8> {
+        /// What names the group of a row, from its stored key (or its position, which starts with it).
+        func identity(_ key: [UInt8]) -> ArraySlice<UInt8> {
             if groupLevel == 0 { return [] }
-            let start = partitioned ? SortKeyElements.end(of: position, from: 0) ?? 0 : 0
-            let end = SortKeyElements.end(of: position, from: start) ?? position.count
-            return SortKeyElements.group(of: position[start..<end], level: groupLevel)
+            let start = partitioned ? SortKeyElements.end(of: key, from: 0) ?? 0 : 0
+            let end = SortKeyElements.end(of: key, from: start) ?? key.count
+            return SortKeyElements.group(of: key[start..<end], level: groupLevel)
         }
 
-        /// Adds to the group `identity` names; false once `body` wants no more groups.
-        func add(_ identity: ArraySlice<UInt8>, keyJSON: [UInt8], partial: PartialReduction?,
+        /// Adds to the group `identity` names (`keyJSON` gives its key when it starts one);
+        /// false once `body` wants no more groups.
+        func add(_ identity: ArraySlice<UInt8>, keyJSON: () throws(CouchError) -> [UInt8], partial: PartialReduction?,
                  row: ReductionRow?) throws(CouchError) -> Bool {
             if current == nil || current!.identity[...] != identity {
                 if let done = current, !(try body(done.group)) {
                     current = nil
                     return false
                 }
-                current = (Array(identity), ReductionGroup(keyJSON: keyJSON))
+                current = (Array(identity), ReductionGroup(keyJSON: try keyJSON()))
             }
             if let partial { current!.group.partials.append(partial) }
             if let row { current!.group.rows.append(row) }
@@ -56,10 +58,11 @@ extension ReductionTree {
                 guard let first = node.first, let last = node.last, let partial = node.partial else { continue }
                 if last.lexicographicallyPrecedes(lower) { continue }
                 if let upper, !first.lexicographicallyPrecedes(upper) { continue }
-                if inRange(first), inRange(last) {
+                let inside = inRange(first) && inRange(last)
+                if inside {
                     let group = identity(first)
                     if identity(last) == group {
-                        let key = (descending ? node.lastKey : node.firstKey) ?? []
+                        let key = { () throws(CouchError) in try self.key(connection, level: level, low: node.low, last: descending) }
                         guard try add(group, keyJSON: key, partial: partial, row: nil) else { return false }
                         continue
                     }
@@ -68,11 +71,14 @@ extension ReductionTree {
                 if level == 0 {
                     var rows = try self.rows(connection, from: node.low, to: runEnd)
                     if descending { rows.reverse() }
-                    for (position, row) in rows where inRange(position) {
-                        guard try add(identity(position), keyJSON: row.keyJSON, partial: nil, row: row) else { return false }
+                    // A leaf inside the range is opened for its groups: no row needs its position.
+                    for stored in rows where inside || inRange(stored.position) {
+                        guard try add(identity(stored.key), keyJSON: { stored.row.keyJSON }, partial: nil, row: stored.row) else {
+                            return false
+                        }
                     }
                 } else {
-                    let children = try self.children(connection, level: level - 1, from: node.low, to: runEnd)
+                    let children = try self.children(connection, level: level - 1, from: node.low, to: runEnd, withKeys: false)
                     guard try visit(level - 1, children, end: runEnd) else { return false }
                 }
             }
@@ -80,7 +86,7 @@ extension ReductionTree {
         }
 
         guard let top = try connection.scalarInt("SELECT max(level) FROM reductions WHERE view = ?", [.int(view)]) else { return }
-        guard try visit(top, try children(connection, level: top, from: [], to: nil), end: nil) else { return }
+        guard try visit(top, try children(connection, level: top, from: [], to: nil, withKeys: false), end: nil) else { return }
         if let done = current { _ = try body(done.group) }
     }
 }

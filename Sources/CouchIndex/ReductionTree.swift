@@ -14,8 +14,8 @@ import CouchStore
 /// reduce function makes of its rows.
 ///
 /// Where runs start is decided by the rows themselves, not by history: a row starts a node at
-/// every level below `starts(position)`, a keyed hash of its position (one row in 32 starts a
-/// leaf, one in 1,024 a level-1 node...). So the tree is a function of the rows, a change of
+/// every level below `starts(position)`, a keyed hash of its position (one row in 8 starts a
+/// leaf, one in 64 a level-1 node...). So the tree is a function of the rows, a change of
 /// rows changes only the nodes that hold them (and their ancestors), and no split or merge has
 /// to be decided: a row that starts nodes creates them when it comes and removes them when it
 /// goes. The seed keeps clients from choosing IDs that make one huge node. The top level is
@@ -25,8 +25,11 @@ struct ReductionTree {
     let reduction: ViewReduction
     let partitioned: Bool
     let seed: UInt64
-    /// Bits of a position's hash per level: with 5, nodes hold 32 rows or children on average.
-    var bitsPerLevel = 5
+    /// Bits of a position's hash per level: with 3, nodes hold 8 rows or children on average.
+    /// A query or an update reads about `2^bits × levels` nodes and rows per edge it has, the
+    /// index holds about one node per `2^bits - 1` rows: 8 reads the fewest for sizes that
+    /// matter (a million rows: 7 levels, ~55 reads per edge against ~130 with 32).
+    var bitsPerLevel = 3
 
     static let maximumLevel = 12
     /// Nodes reduced per call (JavaScript reduces: per call into a worker).
@@ -70,8 +73,9 @@ struct ReductionTree {
         while nodes > 1, level < Self.maximumLevel {
             builder = LevelBuilder(tree: self, connection: connection, level: level + 1)
             try scan {
-                try connection.query(Self.selectNodes + " AND level = ? ORDER BY low", [.int(view), .int(level)]) { row in
-                    try builder.add(child: Self.node(row))
+                try connection.query(Self.selectNodes(withKeys: true) + " AND level = ? ORDER BY low",
+                                     [.int(view), .int(level)]) { row in
+                    try builder.add(child: Self.node(row, withKeys: true))
                 }
             }
             nodes = try builder.finish()
@@ -231,9 +235,9 @@ struct ReductionTree {
                 try run(connection, "SELECT low FROM reductions WHERE view = ? AND level = ? AND low > ? ORDER BY low LIMIT 1",
                         [.int(view), .int(level), .blob(low)]) { end = $0.blob(0) }
                 if level == 0 {
-                    for (position, row) in try rows(connection, from: low, to: end) {
-                        entry.node.include(position: position, keyJSON: row.keyJSON)
-                        entry.rows.append(row)
+                    for stored in try rows(connection, from: low, to: end) {
+                        entry.node.include(position: stored.position, keyJSON: stored.row.keyJSON)
+                        entry.rows.append(stored.row)
                     }
                 } else {
                     for child in try children(connection, level: level - 1, from: low, to: end) { entry.include(child) }
@@ -248,17 +252,24 @@ struct ReductionTree {
 
     // MARK: Reading and writing nodes
 
-    static let selectNodes = "SELECT low, count, first, last, first_key, last_key, reduction, failure FROM reductions WHERE view = ?"
+    /// A node's columns; `first` is NULL when it is `low` (for every node but the first of a
+    /// level, whose `low` is empty: a node starts at its first row).
+    static func selectNodes(withKeys: Bool) -> String {
+        "SELECT low, count, first, last, reduction, failure" + (withKeys ? ", first_key, last_key" : "")
+            + " FROM reductions WHERE view = ?"
+    }
 
-    static func node(_ row: SQLiteStatement) -> ReductionNode {
+    static func node(_ row: SQLiteStatement, withKeys: Bool) -> ReductionNode {
         var node = ReductionNode(low: row.blob(0))
         node.count = row.int(1)
         if node.count > 0 {
-            node.first = row.blob(2)
+            node.first = row.isNull(2) ? node.low : row.blob(2)
             node.last = row.blob(3)
-            node.firstKey = row.blob(4)
-            node.lastKey = row.blob(5)
-            node.partial = row.isNull(7) ? .value(row.blob(6)) : .failure(Self.failure(row.text(7)))
+            node.partial = row.isNull(5) ? .value(row.blob(4)) : .failure(Self.failure(row.text(5)))
+            if withKeys {
+                node.firstKey = row.blob(6)
+                node.lastKey = row.blob(7)
+            }
         }
         return node
     }
@@ -271,26 +282,45 @@ struct ReductionTree {
         case .failure(let error)?: failure = .text(Self.failureText(error))
         case nil: break
         }
+        let first: SQLiteValue = node.first.map { $0 == node.low ? .null : .blob($0) } ?? .null
         try connection.run("""
             INSERT OR REPLACE INTO reductions (view, level, low, count, first, last, first_key, last_key, reduction, failure)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-            """, [.int(view), .int(level), .blob(node.low), .int(node.count), node.first.map(SQLiteValue.blob) ?? .null,
+            """, [.int(view), .int(level), .blob(node.low), .int(node.count), first,
                   node.last.map(SQLiteValue.blob) ?? .null, node.firstKey.map(SQLiteValue.blob) ?? .null,
                   node.lastKey.map(SQLiteValue.blob) ?? .null, reduction, failure])
     }
 
-    /// The nodes of `level` whose `low` lies in `[from, to)` (nil: no end), in order.
-    func children(_ connection: SQLiteConnection, level: Int, from low: [UInt8], to end: [UInt8]?) throws(CouchError) -> [ReductionNode] {
+    /// The nodes of `level` whose `low` lies in `[from, to)` (nil: no end), in order; their
+    /// first and last keys' JSON when `withKeys`.
+    func children(_ connection: SQLiteConnection, level: Int, from low: [UInt8], to end: [UInt8]?,
+                  withKeys: Bool = true) throws(CouchError) -> [ReductionNode] {
         var nodes: [ReductionNode] = []
         var arguments: [SQLiteValue] = [.int(view), .int(level), .blob(low)]
         if let end { arguments.append(.blob(end)) }
-        try run(connection, Self.selectNodes + " AND level = ? AND low >= ?" + (end == nil ? "" : " AND low < ?") + " ORDER BY low",
-                arguments) { nodes.append(Self.node($0)) }
+        try run(connection, Self.selectNodes(withKeys: withKeys) + " AND level = ? AND low >= ?"
+                + (end == nil ? "" : " AND low < ?") + " ORDER BY low", arguments) { nodes.append(Self.node($0, withKeys: withKeys)) }
         return nodes
     }
 
-    /// The rows whose positions lie in `[from, to)` (nil: no end), in order, with their positions.
-    func rows(_ connection: SQLiteConnection, from low: [UInt8], to end: [UInt8]?) throws(CouchError) -> [([UInt8], ReductionRow)] {
+    /// The JSON of the first (or last) key of the node of `level` starting at `low`.
+    func key(_ connection: SQLiteConnection, level: Int, low: [UInt8], last: Bool) throws(CouchError) -> [UInt8] {
+        var key: [UInt8] = []
+        try run(connection, "SELECT \(last ? "last_key" : "first_key") FROM reductions WHERE view = ? AND level = ? AND low = ?",
+                [.int(view), .int(level), .blob(low)]) { key = $0.blob(0) }
+        return key
+    }
+
+    /// A row read for a node: its stored key, dup and what its reduction needs.
+    struct StoredRow {
+        let key: [UInt8]
+        let dup: Int
+        let row: ReductionRow
+        var position: [UInt8] { RowPosition.encode(key: key, docID: row.docID, dup: dup) }
+    }
+
+    /// The rows whose positions lie in `[from, to)` (nil: no end), in order.
+    func rows(_ connection: SQLiteConnection, from low: [UInt8], to end: [UInt8]?) throws(CouchError) -> [StoredRow] {
         var conditions = ["view = ?"]
         var arguments: [SQLiteValue] = [.int(view)]
         for (bound, condition) in [(low, "(key, doc_id, dup) >= (?, ?, ?)"), (end ?? [], "(key, doc_id, dup) < (?, ?, ?)")]
@@ -301,12 +331,11 @@ struct ReductionTree {
             conditions.append(condition)
             arguments += [.blob(parts.key), .text(parts.docID), .int(parts.dup)]
         }
-        var rows: [([UInt8], ReductionRow)] = []
+        var rows: [StoredRow] = []
         try run(connection, "SELECT key, doc_id, dup, key_json, value FROM rows WHERE " + conditions.joined(separator: " AND ")
                 + " ORDER BY key, doc_id, dup", arguments) { row in
-            let id = row.text(1)
-            rows.append((RowPosition.encode(key: row.blob(0), docID: id, dup: row.int(2)),
-                         ReductionRow(keyJSON: row.blob(3), docID: id, valueJSON: row.blob(4))))
+            rows.append(StoredRow(key: row.blob(0), dup: row.int(2),
+                                  row: ReductionRow(keyJSON: row.blob(3), docID: row.text(1), valueJSON: row.blob(4))))
         }
         return rows
     }
