@@ -259,6 +259,22 @@ struct ReductionTree {
             + " FROM reductions WHERE view = ?"
     }
 
+    /// The statements that read a level's nodes from a `low` on (to an end, or to the level's
+    /// end), with or without their keys: built once, not per call.
+    private static let childrenStatements: [String] = [false, true].flatMap { withKeys in
+        [false, true].map { bounded in
+            selectNodes(withKeys: withKeys) + " AND level = ? AND low >= ?" + (bounded ? " AND low < ?" : "") + " ORDER BY low"
+        }
+    }
+
+    /// The statements that read the rows of a run, by which bounds it has (from, to).
+    private static let rowStatements: [String] = [false, true].flatMap { from in
+        [false, true].map { to in
+            "SELECT key, doc_id, dup, key_json, value FROM rows WHERE view = ?" + (from ? " AND (key, doc_id, dup) >= (?, ?, ?)" : "")
+                + (to ? " AND (key, doc_id, dup) < (?, ?, ?)" : "") + " ORDER BY key, doc_id, dup"
+        }
+    }
+
     static func node(_ row: SQLiteStatement, withKeys: Bool) -> ReductionNode {
         var node = ReductionNode(low: row.blob(0))
         node.count = row.int(1)
@@ -298,16 +314,17 @@ struct ReductionTree {
         var nodes: [ReductionNode] = []
         var arguments: [SQLiteValue] = [.int(view), .int(level), .blob(low)]
         if let end { arguments.append(.blob(end)) }
-        try run(connection, Self.selectNodes(withKeys: withKeys) + " AND level = ? AND low >= ?"
-                + (end == nil ? "" : " AND low < ?") + " ORDER BY low", arguments) { nodes.append(Self.node($0, withKeys: withKeys)) }
+        let sql = Self.childrenStatements[(withKeys ? 2 : 0) + (end == nil ? 0 : 1)]
+        try run(connection, sql, arguments) { nodes.append(Self.node($0, withKeys: withKeys)) }
         return nodes
     }
 
     /// The JSON of the first (or last) key of the node of `level` starting at `low`.
     func key(_ connection: SQLiteConnection, level: Int, low: [UInt8], last: Bool) throws(CouchError) -> [UInt8] {
         var key: [UInt8] = []
-        try run(connection, "SELECT \(last ? "last_key" : "first_key") FROM reductions WHERE view = ? AND level = ? AND low = ?",
-                [.int(view), .int(level), .blob(low)]) { key = $0.blob(0) }
+        let sql = last ? "SELECT last_key FROM reductions WHERE view = ? AND level = ? AND low = ?"
+            : "SELECT first_key FROM reductions WHERE view = ? AND level = ? AND low = ?"
+        try run(connection, sql, [.int(view), .int(level), .blob(low)]) { key = $0.blob(0) }
         return key
     }
 
@@ -321,19 +338,16 @@ struct ReductionTree {
 
     /// The rows whose positions lie in `[from, to)` (nil: no end), in order.
     func rows(_ connection: SQLiteConnection, from low: [UInt8], to end: [UInt8]?) throws(CouchError) -> [StoredRow] {
-        var conditions = ["view = ?"]
         var arguments: [SQLiteValue] = [.int(view)]
-        for (bound, condition) in [(low, "(key, doc_id, dup) >= (?, ?, ?)"), (end ?? [], "(key, doc_id, dup) < (?, ?, ?)")]
-        where !bound.isEmpty {
+        for bound in [low, end ?? []] where !bound.isEmpty {
             guard let parts = RowPosition.decode(bound, partitioned: partitioned) else {
                 throw CouchError.internalError("unreadable stored reduction bound")
             }
-            conditions.append(condition)
             arguments += [.blob(parts.key), .text(parts.docID), .int(parts.dup)]
         }
         var rows: [StoredRow] = []
-        try run(connection, "SELECT key, doc_id, dup, key_json, value FROM rows WHERE " + conditions.joined(separator: " AND ")
-                + " ORDER BY key, doc_id, dup", arguments) { row in
+        let sql = Self.rowStatements[(low.isEmpty ? 0 : 2) + ((end ?? []).isEmpty ? 0 : 1)]
+        try run(connection, sql, arguments) { row in
             rows.append(StoredRow(key: row.blob(0), dup: row.int(2),
                                   row: ReductionRow(keyJSON: row.blob(3), docID: row.text(1), valueJSON: row.blob(4))))
         }

@@ -31,13 +31,16 @@ extension ViewIndex {
         if reductionSeed != nil, target - since > max(Self.batchSize, try reducedRows() / 32) {
             try transaction { try invalidateReductions() }
         }
+        // A first build finds no rows to delete: the index is empty, and a document met at a
+        // sequence the database had reached when the update began was not met before in it.
+        let newUpTo = since == 0 ? target : 0
         var batch = since < target ? try mapBatch(from: database, since: since) : nil
         while let current = batch {
             let next = current.last < target
                 ? BackgroundResult { () throws(CouchError) in try self.mapBatch(from: database, since: current.last) }
                 : nil
             do {
-                try write(current)
+                try write(current, newUpTo: newUpTo)
             } catch {
                 _ = try? next?.value()   // nothing of this update runs once it has returned
                 throw error
@@ -63,17 +66,22 @@ extension ViewIndex {
 
     /// The next batch of changes after `since`, mapped; nil when there are none.
     private func mapBatch(from database: Database, since: Int) throws(CouchError) -> MappedBatch? {
-        let changes: [ChangeRow]
+        var changes: [ChangeRow] = []
+        var inputs: [MapInput] = []
         do {
-            changes = try database.changes(ChangesQuery(since: since, limit: Self.batchSize, includeTree: true,
-                                                        includeBodies: true))
+            // Each document's input is spliced from its body as SQLite holds it (one copy).
+            let query = ChangesQuery(since: since, limit: Self.batchSize, includeTree: true, includeBodies: true)
+            try database.forEachChange(query) { change, body in
+                changes.append(change)
+                // Design documents are not in views (CouchDB's `include_design` option puts them in).
+                if !change.isDeleted, definition.includeDesign || !change.id.isDesign {
+                    inputs.append(Self.mapInput(change, body: body, localSequence: definition.includeLocalSequence))
+                }
+            }
         } catch {
             throw error as? CouchError ?? CouchError.internalError("cannot read changes")
         }
         guard !changes.isEmpty else { return nil }
-        // Design documents are not in views (CouchDB's `include_design` option puts them in).
-        let inputs = changes.filter { !$0.isDeleted && (definition.includeDesign || !$0.id.isDesign) }
-            .map { Self.mapInput($0, localSequence: definition.includeLocalSequence) }
         let emitted = try mapInParallel(inputs)
         var rows: [String: [[Emission]]] = [:]
         rows.reserveCapacity(inputs.count)
@@ -82,13 +90,13 @@ extension ViewIndex {
     }
 
     /// Writes a batch's rows in one transaction with the sequence it brings the index to, and
-    /// its stored reductions.
-    private func write(_ batch: MappedBatch) throws(CouchError) {
+    /// its stored reductions. Documents changed at sequences up to `newUpTo` have no rows yet.
+    private func write(_ batch: MappedBatch, newUpTo: Int) throws(CouchError) {
         try transaction {
             var changed = RowChanges(trees: reductionSeed.map(trees) ?? [])
             for change in batch.changes {
                 let id = change.id.rawValue
-                try deleteRows(of: id, into: &changed)
+                if change.sequence > newUpTo { try deleteRows(of: id, into: &changed) }
                 guard let views = batch.rows[id] else { continue }
                 for (view, rows) in views.enumerated() {
                     for (dup, row) in rows.enumerated() {
@@ -157,19 +165,18 @@ extension ViewIndex {
         return all
     }
 
-    /// A changed document as map functions see it: `_id`, `_rev`, its members,
-    /// `_attachments` stubs, `_conflicts` (and `_local_seq` when asked), spliced from the
-    /// stored bytes.
-    static func mapInput(_ change: ChangeRow, localSequence: Bool = false) -> MapInput {
+    /// A changed document as map functions see it: `_id`, `_rev`, its members (`body`, as
+    /// stored), `_attachments` stubs, `_conflicts` (and `_local_seq` when asked).
+    static func mapInput(_ change: ChangeRow, body: UnsafeRawBufferPointer, localSequence: Bool = false) -> MapInput {
         var bytes: [UInt8] = Array("{\"_id\":".utf8)
-        bytes.reserveCapacity((change.body?.count ?? 2) + 96)
+        bytes.reserveCapacity(body.count + 96)
         JSONWriter.appendString(change.id.rawValue, to: &bytes)
         bytes += Array(",\"_rev\":\"\(change.winner.description)\"".utf8)
-        if let body = change.body, body.count > 2, body.first == UInt8(ascii: "{") {
+        if body.count > 2, let start = body.baseAddress, body.first == UInt8(ascii: "{") {
             bytes.append(UInt8(ascii: ","))
-            // The members between the braces, copied at once (`dropFirst().dropLast()` here
-            // resolved to Sequence's element-by-element copy: 60% of a view build's server CPU).
-            bytes.append(contentsOf: body[1..<(body.count - 1)])
+            // The members between the braces, copied at once (`dropFirst().dropLast()` on an
+            // array here resolved to Sequence's element-by-element copy: a quarter of a build).
+            bytes.append(contentsOf: UnsafeBufferPointer(start: start.assumingMemoryBound(to: UInt8.self) + 1, count: body.count - 2))
         }
         if !change.attachments.isEmpty {
             bytes += Array(",\"_attachments\":{".utf8)

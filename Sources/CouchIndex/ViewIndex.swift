@@ -41,8 +41,9 @@ public final class ViewIndex: @unchecked Sendable {
         CREATE INDEX IF NOT EXISTS rows_by_document ON rows (doc_id);
         """ + ReductionTree.schema
 
-    /// Documents mapped per transaction.
-    public static let batchSize = 1000
+    /// Documents mapped per transaction: each core's share goes to a worker in one call, and
+    /// every call is a round trip between processes (under load each costs a wait for the CPU).
+    public static let batchSize = 2000
 
     init(definition: IndexDefinition, database: Database) throws(CouchError) {
         self.definition = definition
