@@ -81,14 +81,31 @@ extension FunctionRuntime {
         }
     }
 
-    /// Runs a JavaScript reduce (or rereduce) over `keys` (`[[key, docid], ...]`, null when
-    /// rereducing) and `values`; its result.
-    public func reduce(key: String, source: String, design: [UInt8], keys: [UInt8], values: [UInt8],
-                       rereduce: Bool, database: DatabaseName) throws(CouchError) -> JSONValue {
-        let call = FunctionWorkerProtocol.Call(driver: "reduce", functions: [.init(key: key, source: source, design: design)],
-                                               arguments: [keys, values, Array((rereduce ? "true" : "false").utf8)])
-        guard case .array(let wrapped)? = try self.call(call, owner: database), let first = wrapped.first else { return .null }
-        return first
+    /// One reduce (or rereduce) run: `keys` as `[[key, docid], ...]` (`null` when
+    /// rereducing) and `values`, each JSON text.
+    public typealias ReduceRun = (keys: [UInt8], values: [UInt8], rereduce: Bool)
+
+    /// Runs a reduce function over several runs in one entry into the engine; its result
+    /// for each, in order. A function that throws on any run fails the whole call.
+    public func reduce(key: String, source: String, design: [UInt8], runs: [ReduceRun],
+                       database: DatabaseName) throws(CouchError) -> [JSONValue] {
+        guard !runs.isEmpty else { return [] }
+        var argument: [UInt8] = [UInt8(ascii: "[")]
+        for (index, run) in runs.enumerated() {
+            if index > 0 { argument.append(UInt8(ascii: ",")) }
+            argument.append(UInt8(ascii: "["))
+            argument += run.keys
+            argument.append(UInt8(ascii: ","))
+            argument += run.values
+            argument += Array((run.rereduce ? ",true]" : ",false]").utf8)
+        }
+        argument.append(UInt8(ascii: "]"))
+        let call = FunctionWorkerProtocol.Call(driver: "reduceBatch", functions: [.init(key: key, source: source, design: design)],
+                                               arguments: [argument])
+        guard case .array(let results)? = try self.call(call, owner: database), results.count == runs.count else {
+            throw CouchError.internalError("reduce batch answered no result")
+        }
+        return results
     }
 
     /// `filter=_view` with `view=ddoc/name` in the request's query: a document passes when

@@ -145,6 +145,12 @@ enum JavaScriptEnvironment {
         }
         return out;
       };
+      // Several runs of one reduce function, [keys, values, rereduce] each: their results.
+      state.reduceBatch = function(fun, runs) {
+        var results = [];
+        for (var i = 0; i < runs.length; i++) { results.push(fun(runs[i][0], runs[i][1], runs[i][2])); }
+        return results;
+      };
       return state;
     })();
 

@@ -43,16 +43,20 @@ public struct IndexDefinition: Sendable {
     /// A partitioned design document's index (partitioned database): each row's stored key is
     /// led by its document's partition, so a partition's rows are one range of the index.
     public let partitioned: Bool
+    /// Per view, its reduce function (nil: a map-only view, or an unknown built-in). The
+    /// index keeps each one's stored reductions (`ReductionTree`).
+    public let reductions: [ViewReduction?]
 
     /// - Parameter signature: a digest of everything that decides the rows (functions,
     ///   language, options), so that a change makes a new index and nothing else does.
     public init(signature: String, viewNames: [String], mapper: DocumentMapper, includeDesign: Bool = false,
-                includeLocalSequence: Bool = false, partitioned: Bool = false) {
+                includeLocalSequence: Bool = false, partitioned: Bool = false, reductions: [ViewReduction?] = []) {
         self.signature = signature
         self.viewNames = viewNames
         self.mapper = mapper
         self.includeDesign = includeDesign
         self.includeLocalSequence = includeLocalSequence
         self.partitioned = partitioned
+        self.reductions = reductions
     }
 }

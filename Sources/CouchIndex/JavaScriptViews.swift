@@ -21,7 +21,11 @@ public struct JavaScriptViews: Sendable {
                                                               database: database),
                                      includeDesign: design.body["options"]?["include_design"]?.boolValue == true,
                                      includeLocalSequence: design.body["options"]?["local_seq"]?.boolValue == true,
-                                     partitioned: isPartitioned)
+                                     partitioned: isPartitioned,
+                                     reductions: views.map { view in
+                                         view.reduce.flatMap { ViewReduction(source: $0, design: design, view: view.name, database: database,
+                                                                             runtime: runtime, partitioned: isPartitioned) }
+                                     })
     }
 
     /// A partitioned database's design documents are partitioned unless `options.partitioned` is false.

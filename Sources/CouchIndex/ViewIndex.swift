@@ -18,18 +18,32 @@ import Logging
 public final class ViewIndex: @unchecked Sendable {
     public let definition: IndexDefinition
     public let path: String
-    private let writer: SQLiteConnection
-    private let updateLock = NSLock()
-    private let stateLock = NSLock()
-    private var indexedSequence = 0
-    private var indexedPurge = 0
-    private var totals: [Int: Int] = [:]
+    let writer: SQLiteConnection
+    let updateLock = NSLock()
+    let stateLock = NSLock()
+    var indexedSequence = 0
+    var indexedPurge = 0
+    var totals: [Int: Int] = [:]
     private var idleReaders: [SQLiteConnection] = []
-    private var updating = false
+    var updating = false
+    /// The seed of the stored reductions (`ReductionTree`), nil while they are not built;
+    /// changed only with `updateLock` held.
+    var reductionSeed: UInt64?
+    /// Whether the last build of the stored reductions failed (updates then leave it to queries).
+    var reductionBuildFailed = false
     static let logger = Logger(label: "couchette.views")
 
-    /// Documents mapped per transaction.
-    public static let batchSize = 1000
+    static let schema = """
+        CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE IF NOT EXISTS rows (view INTEGER NOT NULL, key BLOB NOT NULL, doc_id TEXT NOT NULL,
+            dup INTEGER NOT NULL, key_json BLOB NOT NULL, value BLOB NOT NULL,
+            PRIMARY KEY (view, key, doc_id, dup)) WITHOUT ROWID;
+        CREATE INDEX IF NOT EXISTS rows_by_document ON rows (doc_id);
+        """ + ReductionTree.schema
+
+    /// Documents mapped per transaction: each core's share goes to a worker in one call, and
+    /// every call is a round trip between processes (under load each costs a wait for the CPU).
+    public static let batchSize = 2000
 
     init(definition: IndexDefinition, database: Database) throws(CouchError) {
         self.definition = definition
@@ -37,18 +51,12 @@ public final class ViewIndex: @unchecked Sendable {
         try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         path = directory + "/" + definition.signature + ".sqlite"
         writer = try SQLiteConnection(path: path, create: true)
-        try writer.execute("""
-            PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;
-            CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
-            CREATE TABLE IF NOT EXISTS rows (view INTEGER NOT NULL, key BLOB NOT NULL, doc_id TEXT NOT NULL,
-                dup INTEGER NOT NULL, key_json BLOB NOT NULL, value BLOB NOT NULL,
-                PRIMARY KEY (view, key, doc_id, dup)) WITHOUT ROWID;
-            CREATE INDEX IF NOT EXISTS rows_by_document ON rows (doc_id);
-            """)
+        try writer.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;" + Self.schema)
         let instance = try meta("instance")
         if instance != database.instanceStartTime {
             try transaction {
                 try writer.run("DELETE FROM rows")
+                try invalidateReductions()
                 try setMeta("instance", database.instanceStartTime)
                 try setMeta("update_seq", "0")
                 try setMeta("purge_seq", String((try? database.purgeSequence) ?? 0))
@@ -56,6 +64,7 @@ public final class ViewIndex: @unchecked Sendable {
         }
         indexedSequence = Int(try meta("update_seq") ?? "0") ?? 0
         indexedPurge = Int(try meta("purge_seq") ?? "0") ?? 0
+        reductionSeed = try Self.seed(meta("reductions"))
     }
 
     /// The database sequence the index has caught up with.
@@ -69,142 +78,6 @@ public final class ViewIndex: @unchecked Sendable {
         ["", "-wal"].reduce(0) { total, suffix in
             total + ((try? FileManager.default.attributesOfItem(atPath: path + suffix)[.size] as? Int) ?? 0)
         }
-    }
-
-    // MARK: Updating
-
-    /// Brings the index up to the database's current sequence: purged documents' rows
-    /// removed, then changed documents mapped in batches, each batch written in one
-    /// transaction. Concurrent callers wait for one update rather than run two. A caller whose
-    /// client hangs up stops between batches (what it wrote stays; the next caller goes on).
-    public func update(from database: Database) throws(CouchError) {
-        let target = database.updateSequence
-        if updateSequence >= target, ((try? database.purgeSequence) ?? 0) <= purgeSequence { return }
-        updateLock.lock()
-        stateLock.withLock { updating = true }
-        defer {
-            stateLock.withLock { updating = false }
-            updateLock.unlock()
-        }
-        try applyPurges(database)
-        var since = updateSequence
-        while since < target {
-            try RequestCancellation.checkCurrent()
-            let changes: [ChangeRow]
-            do {
-                changes = try database.changes(ChangesQuery(since: since, limit: Self.batchSize, includeTree: true,
-                                                            includeBodies: true))
-            } catch {
-                throw error as? CouchError ?? CouchError.internalError("cannot read changes")
-            }
-            guard let last = changes.last else { break }
-            // Design documents are not in views (CouchDB's `include_design` option puts them in).
-            let inputs = changes.filter { !$0.isDeleted && (definition.includeDesign || !$0.id.isDesign) }.map { Self.mapInput($0, localSequence: definition.includeLocalSequence) }
-            let emitted = try mapInParallel(inputs)
-            var byDocument: [String: [[Emission]]] = [:]
-            for (input, rows) in zip(inputs, emitted) { byDocument[input.id.rawValue] = rows }
-            try transaction {
-                for change in changes {
-                    try writer.run("DELETE FROM rows WHERE doc_id = ?", [.text(change.id.rawValue)])
-                    guard let views = byDocument[change.id.rawValue] else { continue }
-                    for (view, rows) in views.enumerated() {
-                        for (dup, row) in rows.enumerated() {
-                            try writer.run(
-                                "INSERT INTO rows (view, key, doc_id, dup, key_json, value) VALUES (?, ?, ?, ?, ?, ?)",
-                                [.int(view), .blob(storedKey(row.key, id: change.id)), .text(change.id.rawValue), .int(dup),
-                                 .blob(row.key.serialized()), .blob(row.value.serialized())])
-                        }
-                    }
-                }
-                try setMeta("update_seq", String(last.sequence))
-            }
-            since = last.sequence
-            stateLock.withLock {
-                indexedSequence = since
-                totals.removeAll()
-            }
-        }
-    }
-
-    /// Removes the rows of documents purged since the index last looked; documents that
-    /// keep revisions moved to a new sequence and are mapped again by the update. When the
-    /// database no longer lists every purge the index missed, the index starts over.
-    private func applyPurges(_ database: Database) throws(CouchError) {
-        let databasePurge: Int
-        let infos: [(sequence: Int, id: String, revisions: [String])]
-        do {
-            databasePurge = try database.purgeSequence
-            guard databasePurge > purgeSequence else { return }
-            infos = try database.purgedInfos().filter { $0.sequence > purgeSequence }
-        } catch {
-            throw error as? CouchError ?? CouchError.internalError("cannot read purges")
-        }
-        let complete = infos.first.map { $0.sequence == purgeSequence + 1 } ?? false
-        try transaction {
-            if complete {
-                for info in infos { try writer.run("DELETE FROM rows WHERE doc_id = ?", [.text(info.id)]) }
-            } else {
-                try writer.run("DELETE FROM rows")
-                try setMeta("update_seq", "0")
-            }
-            try setMeta("purge_seq", String(databasePurge))
-        }
-        stateLock.withLock {
-            if !complete { indexedSequence = 0 }
-            indexedPurge = databasePurge
-            totals.removeAll()
-        }
-    }
-
-    /// Maps a batch over the available cores: the mapper is called on slices at once.
-    private func mapInParallel(_ inputs: [MapInput]) throws(CouchError) -> [[[Emission]]] {
-        guard !inputs.isEmpty else { return [] }
-        let mapper = definition.mapper
-        let slices = inputs.transformInParallelSlices(minimumSlice: 100) { slice -> Result<[[[Emission]]], CouchError> in
-            do {
-                return .success(try mapper.map(Array(slice)))
-            } catch {
-                return .failure(error as? CouchError ?? CouchError.internalError("map failed: \(error)"))
-            }
-        }
-        var all: [[[Emission]]] = []
-        all.reserveCapacity(inputs.count)
-        for slice in slices { all += try slice.get() }
-        guard all.count == inputs.count else { throw CouchError.internalError("mapper answered \(all.count) of \(inputs.count) documents") }
-        return all
-    }
-
-    /// A changed document as map functions see it: `_id`, `_rev`, its members,
-    /// `_attachments` stubs, `_conflicts` (and `_local_seq` when asked), spliced from the
-    /// stored bytes.
-    static func mapInput(_ change: ChangeRow, localSequence: Bool = false) -> MapInput {
-        var bytes: [UInt8] = Array("{\"_id\":".utf8)
-        bytes.reserveCapacity((change.body?.count ?? 2) + 96)
-        JSONWriter.appendString(change.id.rawValue, to: &bytes)
-        bytes += Array(",\"_rev\":\"\(change.winner.description)\"".utf8)
-        if let body = change.body, body.count > 2, body.first == UInt8(ascii: "{") {
-            bytes.append(UInt8(ascii: ","))
-            bytes += body.dropFirst().dropLast()
-        }
-        if !change.attachments.isEmpty {
-            bytes += Array(",\"_attachments\":{".utf8)
-            for (index, attachment) in change.attachments.enumerated() {
-                if index > 0 { bytes.append(UInt8(ascii: ",")) }
-                JSONWriter.appendString(attachment.name, to: &bytes)
-                bytes += Array(":{\"content_type\":".utf8)
-                JSONWriter.appendString(attachment.contentType, to: &bytes)
-                bytes += Array(",\"revpos\":\(attachment.revpos),\"digest\":\"\(attachment.digest)\",\"length\":\(attachment.length),\"stub\":true}".utf8)
-            }
-            bytes.append(UInt8(ascii: "}"))
-        }
-        if let conflicts = change.tree?.conflicts.filter({ $0 != change.winner }), !conflicts.isEmpty {
-            bytes += Array(",\"_conflicts\":[".utf8)
-            bytes += Array(conflicts.map { "\"\($0.description)\"" }.joined(separator: ",").utf8)
-            bytes.append(UInt8(ascii: "]"))
-        }
-        if localSequence { bytes += Array(",\"_local_seq\":\(change.sequence)".utf8) }
-        bytes.append(UInt8(ascii: "}"))
-        return MapInput(id: change.id, json: bytes)
     }
 
     /// Rewrites the file without its free pages (`POST /db/_compact/ddoc`); updates wait.
@@ -231,7 +104,7 @@ public final class ViewIndex: @unchecked Sendable {
         }
     }
 
-    private func meta(_ name: String) throws(CouchError) -> String? {
+    func meta(_ name: String) throws(CouchError) -> String? {
         var value: String?
         do {
             try writer.query("SELECT value FROM meta WHERE name = ?", [.text(name)]) { value = $0.text(0) }
@@ -241,7 +114,7 @@ public final class ViewIndex: @unchecked Sendable {
         return value
     }
 
-    private func setMeta(_ name: String, _ value: String) throws(CouchError) {
+    func setMeta(_ name: String, _ value: String) throws(CouchError) {
         try writer.run("INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)", [.text(name), .text(value)])
     }
 
@@ -264,7 +137,7 @@ public final class ViewIndex: @unchecked Sendable {
 
     /// Rows in `view` (cached until the next batch).
     /// The key as stored: its sort key, led in a partitioned index by the partition's.
-    private func storedKey(_ key: JSONValue, id: DocumentID) -> [UInt8] {
+    func storedKey(_ key: JSONValue, id: DocumentID) -> [UInt8] {
         guard definition.partitioned else { return Collation.sortKey(key) }
         return ViewRange.partitionPrefix(id.partition ?? "") + Collation.sortKey(key)
     }

@@ -46,15 +46,17 @@ ID_FORMAT = "bench-%07d"           # document ids, fixed width so every document
 DOC_BYTES = 1024                   # size of a document as sent in _bulk_docs, _id included
 WORKLOADS = ["bulk_docs", "get_c10", "get_c100", "put_c1", "put_c10", "changes", "all_docs", "feed_latency",
              "replication", "idle_rss_after_load", "filter_changes", "validate_bulk_docs", "view_build", "view_query",
-             "view_query_docs", "mango_find", "partition_query", "feeds_at_scale", "startup", "idle_rss"]
+             "view_query_docs", "view_reduce", "mango_find", "partition_query", "feeds_at_scale", "startup", "idle_rss"]
+# The million-document run (--million) loads the database and measures what grows with it.
+MILLION_WORKLOADS = {"bulk_docs", "view_build", "view_reduce", "mango_find"}
 
 
 class Settings:
     """How much work each mode does; every loop below is bounded by these."""
 
-    def __init__(self, quick):
-        self.mode = "quick" if quick else "full"
-        self.docs = 20_000 if quick else 100_000
+    def __init__(self, quick, million=False):
+        self.mode = "million" if million else "quick" if quick else "full"
+        self.docs = 1_000_000 if million else 20_000 if quick else 100_000
         self.wrk_seconds = 3 if quick else 10
         self.repeats = 1 if quick else 2          # alternating Couchette/reference runs; best kept
         self.latency_samples = 50 if quick else 200
@@ -62,7 +64,7 @@ class Settings:
         self.scan_runs = 2 if quick else 3
         self.startup_runs = 3 if quick else 5
         self.replication_timeout = 30 if quick else 300
-        self.deadline_seconds = 300 if quick else 1800   # whole run, whatever happens
+        self.deadline_seconds = 7200 if million else 300 if quick else 1800   # whole run, whatever happens
 
 
 # ----------------------------------------------------------------------------- processes
@@ -369,7 +371,7 @@ class ContinuousFeed:
 class Bench:
     def __init__(self, options):
         self.options = options
-        self.settings = Settings(options.quick)
+        self.settings = Settings(options.quick, options.million)
         self.couchette = options.couchette
         self.mhd = os.path.join(options.refs, "mhd_fixed")
         self.sqlite = os.path.join(options.refs, "sqlite_ref")
@@ -397,7 +399,9 @@ class Bench:
         return process
 
     def wanted(self, workload):
-        return not self.options.only or workload in self.options.only
+        if self.options.only:
+            return workload in self.options.only
+        return workload in MILLION_WORKLOADS if self.options.million else True
 
     def add(self, workload, name, unit, couchette, reference=None, reference_name="", target="",
             met=None, peak_kb=None, status="ok", note="", details=None, ratio=None):
@@ -455,8 +459,8 @@ class Bench:
                 functions.filter_changes(self, server, http_request, expect, document, ID_FORMAT, DB)
             if self.wanted("validate_bulk_docs"):
                 functions.validated_bulk_docs(self, server, http_request, expect, document)
-            if self.wanted("view_build") or self.wanted("view_query") or self.wanted("view_query_docs"):
-                views.views(self, server, http_request, expect, DB)
+            if any(self.wanted(name) for name in ("view_build", "view_query", "view_query_docs", "view_reduce")):
+                views.views(self, server, http_request, expect, DB, document)
             if self.wanted("mango_find"):
                 mango.mango_find(self, server, expect, DB)
             if self.wanted("partition_query"):
@@ -894,6 +898,8 @@ def main():
     parser.add_argument("--couchette", required=True, help="the couchette binary")
     parser.add_argument("--refs", required=True, help="directory with mhd_fixed and sqlite_ref")
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--million", action="store_true",
+                        help="1,000,000 documents: bulk load, view build, reduce queries and _find (issue 31)")
     parser.add_argument("--json", action="store_true", help="JSON lines on stdout, the table on stderr")
     parser.add_argument("--output", help="also write the JSON lines to this file")
     parser.add_argument("--threads", type=int, default=16)

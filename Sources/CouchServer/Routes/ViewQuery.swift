@@ -20,7 +20,6 @@ final class ViewQuery: @unchecked Sendable {
     private let view: Int
     private let options: ViewQueryOptions
     private let render: DocumentRenderOptions
-    private var reducer: (() -> ViewReducer?)?
     private var ranges: [ViewRange]
     private var rangeIndex = 0
     private var after: ViewPosition?
@@ -83,11 +82,9 @@ final class ViewQuery: @unchecked Sendable {
         remaining = options.limit ?? Int.max
         updateSequence = options.updateSequence ? index.updateSequence : nil
         if isReduce, let source = functions.reduce {
-            let runtime = context.server.functions
-            guard ViewReducer(reduce: source, design: design, view: viewName, database: database.name, runtime: runtime) != nil else {
+            guard views.definition.reductions[position] != nil else {
                 throw CouchError(.queryParseError, "Unknown built-in reduce function: \(source)")
             }
-            reducer = { ViewReducer(reduce: source, design: design, view: viewName, database: database.name, runtime: runtime) }
             totalRows = nil
             offset = nil
             // Reduced here, so a reduce that fails answers its error with its status.
@@ -206,71 +203,23 @@ final class ViewQuery: @unchecked Sendable {
 
     // MARK: Reduce rows
 
-    /// Every group's row, in order, after `skip` and within `limit`.
+    /// Every group's row, in order, after `skip` and within `limit`, from the index's stored
+    /// reductions.
     private func reduceRows() throws -> [[UInt8]] {
-        guard let makeReducer = reducer else { return [] }
-        let level = try options.groupLevelSetting()
-        var output: [[UInt8]] = []
-        var skipGroups = options.skip
-        var limit = options.limit ?? Int.max
-        func emit(_ key: JSONValue, _ value: JSONValue) {
-            if skipGroups > 0 {
-                skipGroups -= 1
-                return
-            }
-            guard limit > 0 else { return }
-            limit -= 1
+        let level: Int?
+        switch try options.groupLevelSetting() {
+        case .exact: level = nil
+        case .level(let depth): level = depth
+        }
+        let groups = try index.reduce(view: view, ranges: ranges, groupLevel: level, skip: options.skip,
+                                      limit: options.limit ?? Int.max)
+        return groups.map { group in
             var row: [UInt8] = Array(#"{"key":"#.utf8)
-            key.write(to: &row)
+            group.key.write(to: &row)
             row += Array(#","value":"#.utf8)
-            value.write(to: &row)
+            group.value.write(to: &row)
             row.append(UInt8(ascii: "}"))
-            output.append(row)
+            return row
         }
-        for range in ranges where limit > 0 {
-            guard var reducer = makeReducer() else { return [] }
-            if level == .level(0), reducer.isCount {
-                let count = try index.count(view: view, range: range)
-                if count > 0 { emit(.null, JSONValue(count)) }
-                continue
-            }
-            var current: (sortKey: [UInt8], key: JSONValue)?
-            var after: ViewPosition?
-            while limit > 0 {
-                // Reduced before the status is sent, so it may run long: it stops with its client.
-                try RequestCancellation.checkCurrent()
-                let page = try index.rows(view: view, range: range, after: after, limit: Self.pageSize)
-                for row in page {
-                    let groupKey: JSONValue
-                    let groupSortKey: [UInt8]
-                    switch level {
-                    case .exact:
-                        groupSortKey = row.position.sortKey
-                        groupKey = current?.sortKey == groupSortKey ? current!.key : row.key
-                    case .level(0):
-                        groupSortKey = []
-                        groupKey = .null
-                    case .level(let depth):
-                        let key = row.key
-                        if case .array(let items) = key, items.count > depth {
-                            groupKey = .array(Array(items.prefix(depth)))
-                        } else {
-                            groupKey = key
-                        }
-                        groupSortKey = Collation.sortKey(groupKey)
-                    }
-                    if let group = current, group.sortKey != groupSortKey {
-                        emit(group.key, try reducer.finish())
-                        reducer = makeReducer()!
-                    }
-                    current = (groupSortKey, groupKey)
-                    try reducer.add(key: row.keyJSON, id: row.id, value: row.valueJSON)
-                }
-                guard page.count == Self.pageSize else { break }
-                after = page.last?.position
-            }
-            if let group = current { emit(group.key, try reducer.finish()) }
-        }
-        return output
     }
 }
