@@ -35,6 +35,10 @@ public struct DocumentEdit: Sendable {
         "_replication_stats",
     ]
 
+    /// Members kept in the body as sent: the replicator's, and `_access` (per-document access,
+    /// which CouchDB 3.4 accepts and keeps for future use: its `access-ready` feature).
+    static let keptSpecialMembers = replicationMembers.union(["_access"])
+
     /// Reads a document object, after CouchDB's `couch_doc:transfer_fields`.
     public init(json: JSONValue) throws(CouchError) {
         guard let object = json.objectValue else {
@@ -67,13 +71,13 @@ public struct DocumentEdit: Sendable {
                 }
                 attachments = attachmentObject
             default:
-                if Self.ignoredSpecialMembers.contains(key) || Self.replicationMembers.contains(key) { continue }
+                if Self.ignoredSpecialMembers.contains(key) || Self.keptSpecialMembers.contains(key) { continue }
                 throw CouchError(.documentValidation, "Bad special document member: \(key)")
             }
         }
         // The parser's keys are unique already: keep its order, drop the special members
-        // (the replicator's `_replication_*` fields stay in the body, as in CouchDB).
-        let body = object.filter { $0.key.utf8.first != UInt8(ascii: "_") || Self.replicationMembers.contains($0.key) }
+        // (the replicator's `_replication_*` fields and `_access` stay in the body, as in CouchDB).
+        let body = object.filter { $0.key.utf8.first != UInt8(ascii: "_") || Self.keptSpecialMembers.contains($0.key) }
         self.init(id: id, revision: revision, isDeleted: isDeleted, history: history,
                   attachments: attachments, body: body)
     }

@@ -124,7 +124,8 @@ public enum Endpoint: Sendable, Equatable {
         case localDocuments = "_local_docs"
     }
 
-    public init(path: String) throws(CouchError) {
+    /// `plusIsSpace`: CouchDB's `[chttpd] decode_plus_to_space` (a `+` in a segment is a space).
+    public init(path: String, plusIsSpace: Bool = false) throws(CouchError) {
         // Empty segments are dropped, as CouchDB's `string:tokens(Path, "/")` drops them:
         // `/db//doc/` names `/db/doc`. Split on the byte, as CouchDB does (and without
         // walking the path character by character).
@@ -134,7 +135,7 @@ public enum Endpoint: Sendable, Equatable {
             return
         }
         let decoded = try segments.map { segment throws(CouchError) -> String in
-            guard let text = PercentDecoding.decode(segment, plusIsSpace: false) else {
+            guard let text = PercentDecoding.decode(segment, plusIsSpace: plusIsSpace) else {
                 throw CouchError.badRequest("Invalid URL encoding")
             }
             return text

@@ -257,6 +257,7 @@ public final class Listener: @unchecked Sendable {
             return .YES
         }
         state.responded = true
+        state.bodyReceived()
         if state.expectsBody { bodyDeadlines?.unwatch(state) }
         let request = state.makeRequest()
         let response: HTTPResponse
@@ -286,8 +287,9 @@ public final class Listener: @unchecked Sendable {
         if state.headerBytes > configuration.maximumHeaderSize {
             return CouchError(.headerTooLarge, "Request headers are too large")
         }
-        let limit = state.sink == nil ? configuration.maximumBodySize : configuration.maximumUploadSize
-        if state.rejected || state.received + count > limit { return CouchError(.tooLarge, "Request body is too large") }
+        if state.rejected || state.received + count > state.maximumBodySize {
+            return CouchError(.tooLarge, "the request entity is too large")
+        }
         return nil
     }
 
@@ -345,8 +347,9 @@ public final class Listener: @unchecked Sendable {
         // One `Cache-Control`: the response's own, or CouchDB's default.
         if response.header("Cache-Control") == nil { MHD_add_response_header(mhdResponse, "Cache-Control", "must-revalidate") }
         if response.header("X-Couch-Request-ID") == nil {
-            MHD_add_response_header(mhdResponse, "X-Couch-Request-ID", RequestForms.requestID())
+            MHD_add_response_header(mhdResponse, "X-Couch-Request-ID", state.requestID)
         }
+        MHD_add_response_header(mhdResponse, "X-CouchDB-Body-Time", String(state.bodyMilliseconds))
         if closing { MHD_add_response_header(mhdResponse, "Connection", "close") }
         let result = MHD_queue_response(state.connection, UInt32(response.status), mhdResponse)
         MHD_destroy_response(mhdResponse)

@@ -28,6 +28,9 @@ final class LiveConfiguration: @unchecked Sendable {
         return try ConfigurationFile(text: text).entries.filter { $0.section != "admins" }
     }
 
+    /// The entries set through `_config` (and read from `local.ini`), as they were given.
+    var storedEntries: [ConfigurationFile.Entry] { lock.withLock { stored } }
+
     /// The configuration now in force. Admins configured at start are added once, by the
     /// first `AccessControl`; later ones come from the admins file alone.
     func effective(firstTime: Bool = false) throws(ConfigurationError) -> ServerConfiguration {

@@ -17,7 +17,7 @@ enum BulkDocumentsRoute {
         }
         let edits = try docs.map { json throws -> DocumentEdit in
             var edit = try DocumentEdit(json: json)
-            if edit.id == nil, newEdits { edit.id = DocumentID(Digest.randomHex(bytes: 16)) }
+            if edit.id == nil, newEdits { edit.id = DocumentID(context.server.uuids.next()) }
             // CouchDB refuses the whole request (`chttpd_db:validate_revs`).
             if !newEdits, edit.revision == nil, edit.id?.isLocal != true {
                 throw CouchError.badRequest("When `new_edits: false`, the document needs `_rev` or `_revisions` specified")

@@ -114,7 +114,7 @@ enum DocumentRoutes {
     static func postDocument(_ context: RouteContext) throws -> HTTPResponse {
         try context.requireJSONContentType()
         var edit = try DocumentEdit(json: try context.jsonBody())
-        let id = edit.id ?? DocumentID(Digest.randomHex(bytes: 16))
+        let id = edit.id ?? DocumentID(context.server.uuids.next())
         edit.id = id
         let database = try context.database()
         try database.validatePartitioned(id)
