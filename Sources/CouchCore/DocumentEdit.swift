@@ -53,7 +53,7 @@ public struct DocumentEdit: Sendable {
             switch key {
             case "_id":
                 guard let raw = value.stringValue else {
-                    throw CouchError(.badRequest, "Document id must be a string")
+                    throw CouchError(.illegalDocumentID, "Document id must be a string")
                 }
                 id = try DocumentID.validated(raw)
             case "_rev":

@@ -79,8 +79,12 @@ public final class CouchServer: RequestHandler {
         // Every database created from now on (`PUT /db`, a replication's `create_target`) gets the
         // configured default security written into it, as CouchDB writes it at creation. System
         // databases keep their own rules.
-        databases.observeCreations { database in
-            if holder.current.isUsersDatabase(database.name) { UsersDatabase.installAuthDesignDocument(in: database) }
+        databases.observeCreations { [weak databases] database in
+            if holder.current.isUsersDatabase(database.name) {
+                UsersDatabase.installAuthDesignDocument(in: database)
+                // As when one is deleted (see `usersDatabaseDeleted`).
+                if let databases { Self.installAuthDesignDocument(holder.current.settings.usersDatabase, in: databases) }
+            }
             guard !database.name.isSystem else { return }
             try? holder.current.secureNewDatabase(database)
         }
@@ -157,8 +161,9 @@ public final class CouchServer: RequestHandler {
 
     /// A users database was deleted. CouchDB's auth cache, whose watch of the users database
     /// then ends, starts watching the configured one (`authentication_db` may have changed
-    /// since) and gives it `_design/_auth`: so does Couchette. A newly configured
-    /// `authentication_db` gets it then or at the next start, as in CouchDB.
+    /// since) and gives it `_design/_auth`: so does Couchette, then and when a users database
+    /// is created. A newly configured `authentication_db` gets it then or at the next start,
+    /// as in CouchDB.
     func usersDatabaseDeleted() {
         Self.installAuthDesignDocument(accessControl.settings.usersDatabase, in: databases)
     }

@@ -165,9 +165,11 @@ public enum Endpoint: Sendable, Equatable {
         let second = decoded[1]
         let rest = decoded.dropFirst(2)
         switch second {
-        case "_local":
-            guard !rest.isEmpty else { throw CouchError.badRequest("Missing _local document id") }
-            self = .document(database, try DocumentID.validated(DocumentID.localPrefix + rest.joined(separator: "/")))
+        // As CouchDB's `chttpd_db:db_req`: one name after `_local`, no attachments.
+        case "_local", "_local/":
+            guard second == "_local", let name = rest.first else { throw CouchError.badRequest("Invalid _local document id.") }
+            guard rest.count == 1 else { throw CouchError.badRequest("_local documents do not accept attachments.") }
+            self = .document(database, try DocumentID.validated(DocumentID.localPrefix + name))
         case "_design":
             guard let name = rest.first else { throw CouchError.badRequest("Missing _design document id") }
             // Validated as `_design%2F...` is: the same ID must be refused whichever way it is written.
@@ -186,6 +188,8 @@ public enum Endpoint: Sendable, Equatable {
             self = .designResource(database, DocumentID(DocumentID.designPrefix + rest[rest.startIndex]), "_compact")
         case "_index" where !rest.isEmpty:
             self = .index(database, Array(rest))
+        case "_temp_view":
+            throw CouchError(.gone, "Temporary views are not supported in CouchDB")
         case _ where second.hasPrefix("_"):
             guard let resource = DatabaseResource(rawValue: ([second] + rest).joined(separator: "/")) else {
                 throw CouchError(.illegalDocumentID, "Only reserved document ids may start with underscore.")
