@@ -33,6 +33,11 @@ public struct CouchError: Error, Sendable, Equatable, CustomStringConvertible {
         case serviceUnavailable = "service_unavailable"
         case notImplemented = "not_implemented"
         case rangeNotSatisfiable = "requested_range_not_satisfiable"
+        /// A resource CouchDB 3 removed (`_temp_view`).
+        case gone
+        /// CouchDB's name for a write every shard refused (`{"error":"error"}`, 500), which is how
+        /// it answers an invalid `_security` object.
+        case error
         case invalidJSON = "invalid_json"
         /// A partition name that cannot be (empty, or starting with `_`).
         case illegalPartition = "illegal_partition"
@@ -102,13 +107,14 @@ public struct CouchError: Error, Sendable, Equatable, CustomStringConvertible {
         case .methodNotAllowed: 405
         case .notAcceptable: 406
         case .conflict: 409
+        case .gone: 410
         case .fileExists, .preconditionFailed, .missingStub: 412
         case .tooLarge, .documentTooLarge: 413
         case .uriTooLong: 414
         case .badContentType: 415
         case .headerTooLarge: 431
         case .rangeNotSatisfiable: 416
-        case .unknownError, .internalServerError, .osProcessError: 500
+        case .unknownError, .internalServerError, .osProcessError, .error: 500
         // Replication failures are the server's to report, as CouchDB's `_replicate` does.
         case .databaseNotFound, .peerUnreachable, .requestFailed, .checkpointCommitFailure, .filterFetchError,
              .requestBodyTooLarge, .stopped: 500

@@ -35,6 +35,10 @@ public struct DocumentEdit: Sendable {
         "_replication_stats",
     ]
 
+    /// Members kept in the body as sent: the replicator's, and `_access` (per-document access,
+    /// which CouchDB 3.4 accepts and keeps for future use: its `access-ready` feature).
+    static let keptSpecialMembers = replicationMembers.union(["_access"])
+
     /// Reads a document object, after CouchDB's `couch_doc:transfer_fields`. `isLocal`: the
     /// document is a `_local` one whatever its `_id` says (it is named by the URL).
     public init(json: JSONValue, isLocal: Bool = false) throws(CouchError) {
@@ -51,7 +55,7 @@ public struct DocumentEdit: Sendable {
             switch key {
             case "_id":
                 guard let raw = value.stringValue else {
-                    throw CouchError(.badRequest, "Document id must be a string")
+                    throw CouchError(.illegalDocumentID, "Document id must be a string")
                 }
                 id = try DocumentID.validated(raw)
             case "_rev":
@@ -69,7 +73,7 @@ public struct DocumentEdit: Sendable {
                 }
                 attachments = attachmentObject
             default:
-                if Self.ignoredSpecialMembers.contains(key) || Self.replicationMembers.contains(key) { continue }
+                if Self.ignoredSpecialMembers.contains(key) || Self.keptSpecialMembers.contains(key) { continue }
                 throw CouchError(.documentValidation, "Bad special document member: \(key)")
             }
         }
@@ -83,8 +87,8 @@ public struct DocumentEdit: Sendable {
             }
         }
         // The parser's keys are unique already: keep its order, drop the special members
-        // (the replicator's `_replication_*` fields stay in the body, as in CouchDB).
-        let body = object.filter { $0.key.utf8.first != UInt8(ascii: "_") || Self.replicationMembers.contains($0.key) }
+        // (the replicator's `_replication_*` fields and `_access` stay in the body, as in CouchDB).
+        let body = object.filter { $0.key.utf8.first != UInt8(ascii: "_") || Self.keptSpecialMembers.contains($0.key) }
         self.init(id: id, revision: revision, isDeleted: isDeleted, history: history,
                   attachments: attachments, body: body)
     }

@@ -5,11 +5,11 @@ import CRegex
 /// RE2, whose matching time is linear in the string whatever the pattern. RE2 has PCRE's
 /// syntax but for what needs backtracking (backreferences, lookaround, possessive and atomic
 /// forms) and a few escapes (`\Z`, `\h`, `\R`): such patterns are refused as invalid.
-final class MangoRegex: @unchecked Sendable {  // a compiled RE2 is immutable and safe to share between threads
+public final class MangoRegex: @unchecked Sendable {  // a compiled RE2 is immutable and safe to share between threads
     let pattern: String
     private let compiled: OpaquePointer
 
-    init?(_ pattern: String) {
+    public init?(_ pattern: String) {
         let translated = Self.translatingGroupNames(pattern)
         guard let compiled = translated.utf8.withContiguousStorageIfAvailable({ bytes in
             bytes.withMemoryRebound(to: CChar.self) { couchette_regex_compile($0.baseAddress, $0.count) }
@@ -22,7 +22,7 @@ final class MangoRegex: @unchecked Sendable {  // a compiled RE2 is immutable an
 
     deinit { couchette_regex_free(compiled) }
 
-    func matches(_ string: String) -> Bool {
+    public func matches(_ string: String) -> Bool {
         var string = string
         return string.withUTF8 { bytes in
             bytes.withMemoryRebound(to: CChar.self) { couchette_regex_search(compiled, $0.baseAddress, $0.count) == 1 }

@@ -26,7 +26,8 @@ public final class ReplicationScheduler: @unchecked Sendable {
         case document(database: DatabaseName, id: DocumentID)
     }
 
-    static let nodeName = "couchette@127.0.0.1"
+    /// The node's name in CouchDB's `name@host` form, shown as each job's `node`.
+    public let nodeName: String
 
     public let manager: ReplicationManager
     /// The limits in force; `_config` changes them while the server runs, as in CouchDB.
@@ -44,8 +45,10 @@ public final class ReplicationScheduler: @unchecked Sendable {
     private var listeners: [Int: @Sendable (JSONValue) -> Void] = [:]
     private var nextListener = 0
 
-    public init(manager: ReplicationManager, configuration: Configuration = Configuration()) {
+    public init(manager: ReplicationManager, configuration: Configuration = Configuration(),
+                nodeName: String = "couchette@127.0.0.1") {
         self.manager = manager
+        self.nodeName = nodeName
         settings = configuration
         timer = rotationTimer(every: configuration.intervalMilliseconds)
     }
@@ -87,7 +90,7 @@ public final class ReplicationScheduler: @unchecked Sendable {
     /// `onFinish` hears its outcome if it completes or fails by itself.
     public func add(_ settings: ReplicationSettings, id: ReplicationID, origin: Origin,
                     onFinish: @escaping @Sendable (Replication.Outcome) -> Void) {
-        let job = ScheduledJob(id: id, settings: settings, origin: origin,
+        let job = ScheduledJob(node: nodeName, id: id, settings: settings, origin: origin,
                                sourceName: settings.source.displayName, targetName: settings.target.displayName,
                                onFinish: onFinish)
         lock.lock()
@@ -114,7 +117,7 @@ public final class ReplicationScheduler: @unchecked Sendable {
         lock.unlock()
         let run = try manager.start(settings, id: id)
         lock.lock()
-        let job = jobs[id.jobID] ?? ScheduledJob(id: id, settings: settings, origin: .request,
+        let job = jobs[id.jobID] ?? ScheduledJob(node: nodeName, id: id, settings: settings, origin: .request,
                                                  sourceName: run.source.displayName, targetName: run.target.displayName,
                                                  onFinish: { _ in })
         jobs[id.jobID] = job
@@ -279,7 +282,7 @@ public final class ReplicationScheduler: @unchecked Sendable {
         // `_replicate` jobs started before the scheduler knew of them (the command line).
         let known = Set(jobs.keys)
         for run in manager.replications where !known.contains(run.id.jobID) {
-            let job = ScheduledJob(id: run.id, settings: run.settings, origin: .request, sourceName: run.source.displayName,
+            let job = ScheduledJob(node: nodeName, id: run.id, settings: run.settings, origin: .request, sourceName: run.source.displayName,
                                    targetName: run.target.displayName, onFinish: { _ in })
             job.run = run
             entries.append(job.json)

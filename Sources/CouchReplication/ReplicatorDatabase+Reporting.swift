@@ -59,7 +59,7 @@ extension ReplicatorDatabase {
             "database": JSONValue(key.database.rawValue),
             "doc_id": JSONValue(key.id.rawValue),
             "id": running ? document.jobID.map { JSONValue($0) } ?? .null : .null,
-            "node": JSONValue(ReplicationScheduler.nodeName),
+            "node": JSONValue(scheduler.nodeName),
             "source": document.source.map { JSONValue($0) } ?? .null,
             "target": document.target.map { JSONValue($0) } ?? .null,
             "state": JSONValue(state),

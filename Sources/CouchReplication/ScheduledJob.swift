@@ -12,6 +12,8 @@ final class ScheduledJob: @unchecked Sendable {
         let reason: String?
     }
 
+    /// The node running it (`ReplicationScheduler.nodeName`).
+    let node: String
     let id: ReplicationID
     let settings: ReplicationSettings
     let origin: ReplicationScheduler.Origin
@@ -28,8 +30,9 @@ final class ScheduledJob: @unchecked Sendable {
 
     static let maximumHistory = 20
 
-    init(id: ReplicationID, settings: ReplicationSettings, origin: ReplicationScheduler.Origin,
+    init(node: String, id: ReplicationID, settings: ReplicationSettings, origin: ReplicationScheduler.Origin,
          sourceName: String, targetName: String, onFinish: @escaping @Sendable (Replication.Outcome) -> Void) {
+        self.node = node
         self.id = id
         self.settings = settings
         self.origin = origin
@@ -112,7 +115,7 @@ final class ScheduledJob: @unchecked Sendable {
             "doc_id": documentID,
             "info": info,
             "history": .array(events),
-            "node": JSONValue(ReplicationScheduler.nodeName),
+            "node": JSONValue(node),
             "start_time": JSONValue(ISO8601.string(startedOn ?? addedOn)),
         ]
     }

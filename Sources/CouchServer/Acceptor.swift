@@ -262,7 +262,7 @@ final class Acceptor: @unchecked Sendable {
             guard !length.isEmpty, length.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) else {
                 return (400, CouchError.badRequest("Invalid Content-Length"))
             }
-            if UInt64(length) == nil { return (413, CouchError(.tooLarge, "Request body is too large")) }
+            if UInt64(length) == nil { return (413, CouchError(.tooLarge, "the request entity is too large")) }
         }
         return nil
     }

@@ -6,6 +6,7 @@ import CouchReplication
 import CouchStore
 import Foundation
 import Logging
+import Synchronization
 
 /// The HTTP face of a data directory: parses each request's endpoint, finds its
 /// handler in the route table and turns every error into CouchDB's error response.
@@ -36,6 +37,15 @@ public final class CouchServer: RequestHandler {
     let mangoText = MangoTextIndexes()
     /// The admin page's files served at `/_utils/` (nil: none found; see `PublicDirectory`).
     public let publicDirectory: String?
+    /// The node's name (`[couchette] node_name`, read at start): `/_membership`, `/_node/{name}`.
+    public let nodeName: String
+    /// The IDs of `/_uuids` and of documents posted without one (`[uuids] algorithm`).
+    let uuids: UUIDGenerator
+    /// Failed logins counted for `[chttpd_auth_lockout]`; kept across configuration changes.
+    private let loginLockout = LoginLockout()
+    private let couchSettings: Mutex<CouchSettings>
+    /// CouchDB's settings read from the configuration's entries (see `CouchSettings`).
+    var settings: CouchSettings { couchSettings.withLock { $0 } }
     let logger = Logger(label: "couchette.server")
     /// Requests, reads and feeds counted for `_stats` and `_prometheus`.
     let metrics: ServerMetrics
@@ -52,7 +62,12 @@ public final class CouchServer: RequestHandler {
         self.databases = databases
         liveConfiguration = LiveConfiguration(base: configuration, directory: databases.directory)
         let effective = try liveConfiguration.effective(firstTime: true)
-        let holder = AccessControlHolder(try AccessControl(configuration: effective, databases: databases))
+        let holder = AccessControlHolder(try AccessControl(configuration: effective, databases: databases,
+                                                           lockout: loginLockout))
+        let settings = try CouchSettings(ConfigurationFile(entries: effective.otherEntries))
+        couchSettings = Mutex(settings)
+        nodeName = settings.nodeName
+        uuids = UUIDGenerator(settings.uuids)
         accessControlHolder = holder
         LogLevelControl.level = LogLevelControl.level(named: effective.logLevel) ?? LogLevelControl.level
         databases.maximumOpen = effective.maximumOpenDatabases
@@ -65,21 +80,23 @@ public final class CouchServer: RequestHandler {
         // Every database created from now on (`PUT /db`, a replication's `create_target`) gets the
         // configured default security written into it, as CouchDB writes it at creation. System
         // databases keep their own rules.
-        databases.observeCreations { database in
-            if database.name == UsersDatabase.name { UsersDatabase.installAuthDesignDocument(in: database) }
+        databases.observeCreations { [weak databases] database in
+            if holder.current.isUsersDatabase(database.name) {
+                UsersDatabase.installAuthDesignDocument(in: database)
+                // As when one is deleted (see `usersDatabaseDeleted`).
+                if let databases { Self.installAuthDesignDocument(holder.current.settings.usersDatabase, in: databases) }
+            }
             guard !database.name.isSystem else { return }
             try? holder.current.secureNewDatabase(database)
         }
         databases.validator = functions
-        if databases.exists(UsersDatabase.name), let users = try? databases.database(UsersDatabase.name) {
-            UsersDatabase.installAuthDesignDocument(in: users)
-        }
+        Self.installAuthDesignDocument(holder.current.settings.usersDatabase, in: databases)
         indexes.registerSignatureProvider(ViewRoutes.javaScriptSignatures(functions))
         indexes.registerSignatureProvider { database in
             Set(((try? MangoIndex.list(in: database)) ?? []).compactMap(\.signature))
         }
         replications = ReplicationManager(serverUUID: databases.serverUUID, databases: databases, functions: functions)
-        scheduler = ReplicationScheduler(manager: replications, configuration: effective.replicator)
+        scheduler = ReplicationScheduler(manager: replications, configuration: effective.replicator, nodeName: nodeName)
         replicatorDatabase = ReplicatorDatabase(databases: databases, scheduler: scheduler)
         attachmentsOnDemand = OnDemandAttachments(replicatorDatabase: replicatorDatabase)
         let metrics = ServerMetrics()
@@ -126,13 +143,35 @@ public final class CouchServer: RequestHandler {
     /// file), the log level, the open-database bound and the replicator's limits. Throws,
     /// changing nothing, when the configuration is refused.
     func install(_ configuration: ServerConfiguration) throws {
-        accessControlHolder.current = try AccessControl(configuration: configuration, databases: databases)
+        let settings = try CouchSettings(ConfigurationFile(entries: configuration.otherEntries))
+        accessControlHolder.current = try AccessControl(configuration: configuration, databases: databases,
+                                                        lockout: loginLockout)
+        couchSettings.withLock { $0 = settings }
+        uuids.configure(settings.uuids)
         if let level = LogLevelControl.level(named: configuration.logLevel) { LogLevelControl.level = level }
         databases.maximumOpen = configuration.maximumOpenDatabases
         scheduler.configuration = configuration.replicator
         databases.maximumPartitionSize = configuration.maximumPartitionSize
         databases.attachmentCompression = configuration.attachmentCompression
     }
+
+    /// Gives an existing users database its `_design/_auth`, which clients wait for.
+    private static func installAuthDesignDocument(_ name: DatabaseName, in databases: DatabaseManager) {
+        guard databases.exists(name), let database = try? databases.database(name) else { return }
+        UsersDatabase.installAuthDesignDocument(in: database)
+    }
+
+    /// A users database was deleted. CouchDB's auth cache, whose watch of the users database
+    /// then ends, starts watching the configured one (`authentication_db` may have changed
+    /// since) and gives it `_design/_auth`: so does Couchette, then and when a users database
+    /// is created. A newly configured `authentication_db` gets it then or at the next start,
+    /// as in CouchDB.
+    func usersDatabaseDeleted() {
+        Self.installAuthDesignDocument(accessControl.settings.usersDatabase, in: databases)
+    }
+
+    /// `[chttpd] max_http_request_size` as now configured (`_config` changes it while running).
+    public var maximumBodySize: Int? { configuration.listener.maximumBodySize }
 
     /// True when no admin is configured and every client is one (CouchDB's admin party).
     public var isAdminParty: Bool { accessControl.isAdminParty }
@@ -173,7 +212,7 @@ public final class CouchServer: RequestHandler {
     func route(_ request: HTTPRequest) -> HTTPResponse {
         do {
             let authentication = try accessControl.authenticator.authenticate(request)
-            let endpoint = try Endpoint(path: request.path)
+            let endpoint = try Endpoint(path: request.path, plusIsSpace: settings.decodePlusToSpace)
             let access = try accessControl.authorize(endpoint, method: request.method, user: authentication.user)
             var response = try RouteTable.handler(for: request.method, at: endpoint)(
                 RouteContext(server: self, request: request, endpoint: endpoint,
@@ -190,7 +229,8 @@ public final class CouchServer: RequestHandler {
             // Work stopped because its client hung up: nobody reads this answer.
             if error.kind == .stopped, RequestCancellation.current?.isCancelled == true { metrics.recordAbortedRequest() }
             var response = HTTPResponse.error(error)
-            if error.kind == .methodNotAllowed, let endpoint = try? Endpoint(path: request.path),
+            if error.kind == .methodNotAllowed,
+               let endpoint = try? Endpoint(path: request.path, plusIsSpace: settings.decodePlusToSpace),
                let allow = RouteTable.allowHeader(for: endpoint) {
                 response.setHeader("Allow", allow)
             }
@@ -212,7 +252,8 @@ public final class CouchServer: RequestHandler {
         // parsing the path and authorizing the request here as well as in `route`.
         let isMultipart = headers["content-type"].map { $0.lowercased().hasPrefix("multipart/related") } ?? false
         guard isMultipart || path.utf8.lazy.filter({ $0 == UInt8(ascii: "/") }).count >= 3 else { return nil }
-        guard let endpoint = try? Endpoint(path: path), let name = endpoint.databaseName,
+        guard let endpoint = try? Endpoint(path: path, plusIsSpace: settings.decodePlusToSpace),
+              let name = endpoint.databaseName,
               accessControl.mayUpload(method: method, path: path, headers: headers, endpoint: endpoint),
               let database = try? databases.database(name) else { return nil }
         switch endpoint {

@@ -124,7 +124,8 @@ public enum Endpoint: Sendable, Equatable {
         case localDocuments = "_local_docs"
     }
 
-    public init(path: String) throws(CouchError) {
+    /// `plusIsSpace`: CouchDB's `[chttpd] decode_plus_to_space` (a `+` in a segment is a space).
+    public init(path: String, plusIsSpace: Bool = false) throws(CouchError) {
         // Empty segments are dropped, as CouchDB's `string:tokens(Path, "/")` drops them:
         // `/db//doc/` names `/db/doc`. Split on the byte, as CouchDB does (and without
         // walking the path character by character).
@@ -134,7 +135,7 @@ public enum Endpoint: Sendable, Equatable {
             return
         }
         let decoded = try segments.map { segment throws(CouchError) -> String in
-            guard let text = PercentDecoding.decode(segment, plusIsSpace: false) else {
+            guard let text = PercentDecoding.decode(segment, plusIsSpace: plusIsSpace) else {
                 throw CouchError.badRequest("Invalid URL encoding")
             }
             return text
@@ -164,9 +165,9 @@ public enum Endpoint: Sendable, Equatable {
         let second = decoded[1]
         let rest = decoded.dropFirst(2)
         switch second {
-        case "_local":
-            guard let name = rest.first else { throw CouchError.badRequest("Invalid _local document id.") }
-            // CouchDB's chttpd_db: a path beyond the ID would name an attachment.
+        // As CouchDB's `chttpd_db:db_req`: one name after `_local`, no attachments.
+        case "_local", "_local/":
+            guard second == "_local", let name = rest.first else { throw CouchError.badRequest("Invalid _local document id.") }
             guard rest.count == 1 else { throw CouchError.badRequest("_local documents do not accept attachments.") }
             self = .document(database, try DocumentID.validated(DocumentID.localPrefix + name))
         case "_design":
@@ -187,6 +188,8 @@ public enum Endpoint: Sendable, Equatable {
             self = .designResource(database, DocumentID(DocumentID.designPrefix + rest[rest.startIndex]), "_compact")
         case "_index" where !rest.isEmpty:
             self = .index(database, Array(rest))
+        case "_temp_view":
+            throw CouchError(.gone, "Temporary views are not supported in CouchDB")
         case _ where second.hasPrefix("_"):
             guard let resource = DatabaseResource(rawValue: ([second] + rest).joined(separator: "/")) else {
                 throw CouchError(.illegalDocumentID, "Only reserved document ids may start with underscore.")

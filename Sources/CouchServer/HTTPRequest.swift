@@ -13,6 +13,9 @@ public struct HTTPRequest: Sendable {
     public var bodySink: RequestBodySink?
     /// How many `_rewrite`s led to this request (CouchDB's `rewrite_limit` bounds it).
     public var rewrites = 0
+    /// The client's IPv4 address in network byte order, 0 where the listener does not know
+    /// it: failed logins are counted per address (`LoginLockout`).
+    public var peerAddress: UInt32 = 0
 
     public init(method: String, path: String, query: [(name: String, value: String)],
                 headers: [String: String], body: [UInt8], bodySink: RequestBodySink? = nil) {
@@ -55,6 +58,13 @@ public protocol RequestHandler: Sendable {
     func handle(_ request: HTTPRequest) -> HTTPResponse
     /// A sink for this request's body, decided once its headers are read; nil keeps it in memory.
     func bodySink(method: String, path: String, headers: [String: String]) -> RequestBodySink?
+    /// The largest body kept in memory for a request starting now, when it may change while
+    /// the server runs (`[chttpd] max_http_request_size`); nil: the listener's configured one.
+    var maximumBodySize: Int? { get }
+}
+
+extension RequestHandler {
+    public var maximumBodySize: Int? { nil }
 }
 
 extension String {

@@ -280,6 +280,7 @@ public final class Listener: @unchecked Sendable {
             return .YES
         }
         state.responded = true
+        state.bodyReceived()
         if state.expectsBody { bodyDeadlines?.unwatch(state) }
         let request = state.makeRequest()
         let response: HTTPResponse
@@ -309,8 +310,9 @@ public final class Listener: @unchecked Sendable {
         if state.headerBytes > configuration.maximumHeaderSize {
             return CouchError(.headerTooLarge, "Request headers are too large")
         }
-        let limit = state.sink == nil ? configuration.maximumBodySize : configuration.maximumUploadSize
-        if state.rejected || state.received + count > limit { return CouchError(.tooLarge, "Request body is too large") }
+        if state.rejected || state.received + count > state.maximumBodySize {
+            return CouchError(.tooLarge, "the request entity is too large")
+        }
         return nil
     }
 
@@ -365,7 +367,8 @@ public final class Listener: @unchecked Sendable {
         for (name, value) in response.headers where name == "Set-Cookie" { MHD_add_response_header(mhdResponse, name, value) }
         for (name, value) in response.headers where name != "Set-Cookie" { MHD_add_response_header(mhdResponse, name, value) }
         Self.addCommonHeaders(to: mhdResponse, cacheControl: response.header("Cache-Control") == nil,
-                              requestID: response.header("X-Couch-Request-ID") == nil)
+                              requestID: response.header("X-Couch-Request-ID") == nil ? state.requestID : nil)
+        MHD_add_response_header(mhdResponse, "X-CouchDB-Body-Time", String(state.bodyMilliseconds))
         if closing { MHD_add_response_header(mhdResponse, "Connection", "close") }
         let result = MHD_queue_response(state.connection, UInt32(response.status), mhdResponse)
         MHD_destroy_response(mhdResponse)
@@ -373,12 +376,13 @@ public final class Listener: @unchecked Sendable {
     }
 
     /// `Server`, `Date`, and unless the response has its own, CouchDB's default `Cache-Control`
-    /// and a request ID.
-    fileprivate static func addCommonHeaders(to response: OpaquePointer, cacheControl: Bool = true, requestID: Bool = true) {
+    /// and a request ID (the client's own when it sent one).
+    fileprivate static func addCommonHeaders(to response: OpaquePointer, cacheControl: Bool = true,
+                                             requestID: String? = RequestForms.requestID()) {
         MHD_add_response_header(response, "Server", ServerInfo.serverHeader)
         MHD_add_response_header(response, "Date", HTTPDate.now())
         if cacheControl { MHD_add_response_header(response, "Cache-Control", "must-revalidate") }
-        if requestID { MHD_add_response_header(response, "X-Couch-Request-ID", RequestForms.requestID()) }
+        if let requestID { MHD_add_response_header(response, "X-Couch-Request-ID", requestID) }
     }
 
     /// What libmicrohttpd's own error pages (0.9.75's texts) say, as CouchDB's errors; it

@@ -35,6 +35,8 @@ final class RequestState {
     private var query: [(name: String, value: String)] = []
     /// The request target's length, about as sent (path, `?`, `=` and `&` included).
     private(set) var targetLength = 0
+    /// The most body bytes this request may send (an upload streamed to disk may send more).
+    private(set) var maximumBodySize = 0
 
     init(method: String, path: String, connection: OpaquePointer, listener: Listener) {
         self.method = method
@@ -45,7 +47,10 @@ final class RequestState {
         MHD_get_connection_values(connection, .GET_ARGUMENT_KIND, collectArgument, context)
         targetLength = query.reduce(path.utf8.count) { $0 + $1.name.utf8.count + $1.value.utf8.count + 2 }
         sink = listener.handler.bodySink(method: method, path: path, headers: headers)
-        let limit = sink == nil ? listener.configuration.maximumBodySize : listener.configuration.maximumUploadSize
+        maximumBodySize = sink == nil
+            ? listener.handler.maximumBodySize ?? listener.configuration.maximumBodySize
+            : listener.configuration.maximumUploadSize
+        let limit = maximumBodySize
         if let length = headers["content-length"].flatMap(Int.init), length > limit {
             rejected = true
         }
@@ -80,7 +85,28 @@ final class RequestState {
     }
 
     func makeRequest() -> HTTPRequest {
-        HTTPRequest(method: method, path: path, query: query, headers: headers, body: body, bodySink: sink)
+        var request = HTTPRequest(method: method, path: path, query: query, headers: headers, body: body, bodySink: sink)
+        request.peerAddress = couchette_mhd_connection_ipv4(connection)
+        return request
+    }
+
+    /// Milliseconds from the request's head to its last body byte, sent as CouchDB's
+    /// `X-CouchDB-Body-Time`; set when the handler is called.
+    private(set) var bodyMilliseconds = 0
+
+    func bodyReceived() {
+        bodyMilliseconds = Int((DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1_000_000)
+    }
+
+    /// `X-Couch-Request-ID`: the client's own when CouchDB would keep it (at most 36 letters,
+    /// digits, `-` or `_`; clients tie their logs to ours with it), else a new nonce.
+    var requestID: String {
+        if let given = headers["x-couch-request-id"], !given.isEmpty, given.utf8.count <= 36,
+           given.utf8.allSatisfy({ $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") || ($0 >= 48 && $0 <= 57)
+                                   || ($0 | 0x20 >= UInt8(ascii: "a") && $0 | 0x20 <= UInt8(ascii: "z")) }) {
+            return given
+        }
+        return RequestForms.requestID()
     }
 
     var elapsedMilliseconds: String {

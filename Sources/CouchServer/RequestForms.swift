@@ -9,8 +9,10 @@ enum RequestForms {
         guard request.method == "POST", let override = request.header("x-http-method-override"),
               ["GET", "HEAD", "POST", "PUT", "DELETE", "TRACE", "CONNECT", "COPY"].contains(override),
               override != "POST" else { return request }
-        return HTTPRequest(method: override, path: request.path, query: request.query, headers: request.headers,
-                           body: request.body, bodySink: request.bodySink)
+        var overridden = HTTPRequest(method: override, path: request.path, query: request.query, headers: request.headers,
+                                     body: request.body, bodySink: request.bodySink)
+        overridden.peerAddress = request.peerAddress
+        return overridden
     }
 
     /// CouchDB's request nonce: ten hex digits, sent back as `X-Couch-Request-ID`. It tells

@@ -103,18 +103,25 @@ public struct RouteContext: Sendable {
     }
 
     /// `rev` from the query string or `If-Match` (CouchDB's `extract_header_rev`: both must agree).
-    public func revisionOption() throws(CouchError) -> RevisionID? {
-        func parse(_ raw: String?) throws(CouchError) -> RevisionID? {
-            guard let raw else { return nil }
-            guard let revision = RevisionID(raw) else { throw CouchError(.badRequest, "Invalid rev format") }
-            return revision
-        }
-        let explicit = try parse(request.queryValue("rev"))
-        let etag = try parse(request.header("if-match").map { $0.trimmingCharacters(in: "\"") })
+    public func revisionOption(ignoringIfMatch: Bool = false) throws(CouchError) -> RevisionID? {
+        let explicit = try Self.revision(request.queryValue("rev"))
+        guard !ignoringIfMatch else { return explicit }
+        let etag = try ifMatchRevision()
         if let explicit, let etag, explicit != etag {
             throw CouchError.badRequest("Document rev and etag have different values")
         }
         return explicit ?? etag
+    }
+
+    /// The revision `If-Match` names, quotes or not.
+    func ifMatchRevision() throws(CouchError) -> RevisionID? {
+        try Self.revision(request.header("if-match").map { $0.trimmingCharacters(in: "\"") })
+    }
+
+    private static func revision(_ raw: String?) throws(CouchError) -> RevisionID? {
+        guard let raw else { return nil }
+        guard let revision = RevisionID(raw) else { throw CouchError(.badRequest, "Invalid rev format") }
+        return revision
     }
 }
 

@@ -62,7 +62,10 @@ import Testing
                 == (403, "Doc ID must be of the form org.couchdb.user:name"))
         #expect(try refusal("org.couchdb.user:a:b", #"{"name":"a:b","type":"user","roles":[]}"#)
                 == (403, "Character `:` is not allowed in usernames."))
-        #expect(try refusal("org.couchdb.user:eve", #"{"name":"eve","type":"user"}"#) == (403, "doc.roles must be an array"))
+        #expect(try refusal("org.couchdb.user:eve", #"{"name":"eve","type":"user"}"#) == (403, "doc.roles must exist"))
+        #expect(try refusal("org.couchdb.user:eve", #"{"name":"eve","type":"user","roles":"x"}"#) == (403, "doc.roles must be an array"))
+        #expect(try refusal("org.couchdb.user:eve", #"{"name":"eve","type":"user","roles":[1]}"#)
+                == (403, "doc.roles can only contain strings"))
         // An admin may give roles.
         #expect(try server.json("PUT", "/_users/org.couchdb.user:eve", headers: [fixture.admin],
                                 body: Self.userJSON("eve", password: "eve-pw", roles: #"["team"]"#)).status == 201)

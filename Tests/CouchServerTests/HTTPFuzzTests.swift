@@ -125,7 +125,10 @@ import Testing
             }
             outcome.statuses[response.status, default: 0] += 1
             let text = String(response.text.prefix(200))
-            if response.status >= 500 && response.status != 501 {
+            // CouchDB answers an invalid `_security` object 500 `error` (every shard refused it): so does Couchette.
+            let expectedServerError = response.status == 500 && path.hasSuffix("/_security")
+                && (try? JSONValue.parse(response.body))?["error"] == "error"
+            if response.status >= 500 && response.status != 501 && !expectedServerError {
                 outcome.findings.append("\(label): \(response.status) \(text)")
             }
             if response.status >= 400, method != "HEAD" {

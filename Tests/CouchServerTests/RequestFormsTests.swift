@@ -100,18 +100,19 @@ import Testing
         #expect(noReferer.status == 400 && noReferer.json["reason"] == "Referer header required.")
     }
 
-    @Test func allOrNothingWritesNothingAndAnswers417() throws {
+    @Test func allOrNothingIsRefusedAsCouchDB3RefusesIt() throws {
         defer { server.stop() }
         let rev = try server.put("db", "taken", "{}")
-        let body = #"{"all_or_nothing":true,"docs":[{"_id":"new","v":1},{"_id":"taken","_rev":"1-0000"}]}"#
+        let body = #"{"all_or_nothing":true,"docs":[{"_id":"new","v":1},{"_id":"taken","_rev":"\#(rev)"}]}"#
         let (status, json) = try server.json("POST", "/db/_bulk_docs", body: body)
         #expect(status == 417)
-        #expect(json == [["id": "taken", "rev": "1-0000", "error": "conflict", "reason": "Document update conflict."]])
+        #expect(json == [["id": "new", "rev": "0-", "error": "not_implemented", "reason": "all_or_nothing is not supported"],
+                         ["id": "taken", "rev": JSONValue(rev), "error": "not_implemented",
+                          "reason": "all_or_nothing is not supported"]])
         #expect(try server.json("GET", "/db/new").status == 404)
-        let good = #"{"all_or_nothing":true,"docs":[{"_id":"new","v":1},{"_id":"taken","_rev":"\#(rev)"}]}"#
-        let written = try server.json("POST", "/db/_bulk_docs", body: good)
-        #expect(written.status == 201 && written.json.arrayValue?.count == 2)
-        #expect(try server.json("GET", "/db/new").status == 200)
+        // Replicated writes (`new_edits: false`) ignore it, as in CouchDB.
+        let replicated = #"{"all_or_nothing":true,"new_edits":false,"docs":[{"_id":"r","_rev":"1-00000000000000000000000000000001"}]}"#
+        #expect(try server.json("POST", "/db/_bulk_docs", body: replicated).status == 201)
     }
 
     @Test func writeQuorumAboveOneCopyAndBatchAre202() throws {

@@ -13,14 +13,20 @@ final class AccessControl: Sendable {
     let authenticator: Authenticator
     let cors: CORSPolicy
     let databases: DatabaseManager
+    /// The authentication handlers and their settings, the users database, lockout and
+    /// password rules (read from the configuration's entries, see `AuthenticationSettings`).
+    let settings: AuthenticationSettings
     private let logger = Logger(label: "couchette.auth")
 
-    init(configuration: ServerConfiguration, databases: DatabaseManager) throws(ConfigurationError) {
+    /// `lockout` is the server's: failure counts outlive configuration changes.
+    init(configuration: ServerConfiguration, databases: DatabaseManager,
+         lockout: LoginLockout = LoginLockout()) throws(ConfigurationError) {
         try configuration.validate()
         self.configuration = configuration
         self.databases = databases
+        settings = try AuthenticationSettings(ConfigurationFile(entries: configuration.otherEntries))
         let authentication = configuration.authentication
-        hasher = PasswordHasher(iterations: authentication.iterations,
+        hasher = PasswordHasher(iterations: authentication.iterations, function: settings.passwordFunction,
                                 iterationRange: max(1, authentication.minimumIterations)...max(1, authentication.minimumIterations,
                                                                                                authentication.maximumIterations),
                                 concurrentChecks: max(1, configuration.listener.threadCount / 4))
@@ -36,9 +42,12 @@ final class AccessControl: Sendable {
                                timeout: authentication.sessionTimeout,
                                persistent: authentication.allowPersistentCookies,
                                sameSite: authentication.cookieSameSite)
-        authenticator = Authenticator(credentials: CredentialStore(admins: admins, databases: databases),
+        authenticator = Authenticator(credentials: CredentialStore(admins: admins, databases: databases,
+                                                                   usersDatabase: settings.usersDatabase,
+                                                                   allowConflicts: settings.allowConflictedUserDocuments),
                                       hasher: hasher, cookie: cookie,
-                                      requireValidUser: authentication.requireValidUser)
+                                      requireValidUser: authentication.requireValidUser,
+                                      settings: settings, lockout: lockout)
         cors = CORSPolicy(configuration.cors)
     }
 
@@ -56,7 +65,8 @@ final class AccessControl: Sendable {
         }
         try ensureUsersDatabase(endpoint, method: requested)
         let requirement = AuthorizationPolicy.requirement(
-            for: endpoint, method: requested, usersSecurityEditable: authentication.usersDatabaseSecurityEditable)
+            for: endpoint, method: requested, usersSecurityEditable: authentication.usersDatabaseSecurityEditable,
+            isUsersDatabase: endpoint.databaseName.map(settings.isUsersDatabase) ?? false)
         var looked: DatabaseAccess?
         try AuthorizationPolicy.enforce(requirement, user: user) {
             let access = try self.access(for: user, to: endpoint)
@@ -77,7 +87,8 @@ final class AccessControl: Sendable {
     /// The database's security object, or the default a database never given one has.
     func securityObject(of database: some FunctionDatabase) throws -> SecurityObject {
         if let stored = try database.securityObject() { return SecurityObject(json: stored) }
-        if database.name == UsersDatabase.name { return .everyone }
+        // User documents guard themselves (`UsersDatabase`): members are everyone.
+        if settings.isUsersDatabase(database.name) { return .everyone }
         switch configuration.authentication.defaultSecurity {
         case .adminOnly: return .adminOnly
         case .everyone: return .everyone
@@ -90,13 +101,17 @@ final class AccessControl: Sendable {
         try database.setSecurityObject(securityObject(of: database).json)
     }
 
-    /// `_users` is created when first needed, as CouchDB's auth cache creates it.
+    /// Whether `name`'s documents are user documents (see `AuthenticationSettings`).
+    func isUsersDatabase(_ name: DatabaseName) -> Bool { settings.isUsersDatabase(name) }
+
+    /// The users database is created when first needed, as CouchDB's auth cache creates it.
     private func ensureUsersDatabase(_ endpoint: Endpoint, method: HTTPMethod?) throws {
-        guard endpoint.databaseName == UsersDatabase.name, !databases.exists(UsersDatabase.name) else { return }
+        let name = settings.usersDatabase
+        guard endpoint.databaseName == name, !databases.exists(name) else { return }
         if case .database = endpoint, method == .PUT || method == .DELETE { return }
         do {
-            _ = try databases.create(UsersDatabase.name)
-            logger.info("created the _users database")
+            _ = try databases.create(name)
+            logger.info("created the users database \(name.rawValue)")
         } catch let error as CouchError where error.kind == .fileExists {
             return
         }

@@ -91,53 +91,64 @@ enum AuthorizationPolicy {
     }
 
     /// The rule for one request: the route's, made stricter for design documents and for
-    /// the system databases as CouchDB does.
-    static func requirement(for endpoint: Endpoint, method: HTTPMethod?, usersSecurityEditable: Bool) -> Requirement {
+    /// the system databases as CouchDB does. `isUsersDatabase`: whether the route's database
+    /// holds user documents (`_users`, or the configured `authentication_db`).
+    static func requirement(for endpoint: Endpoint, method: HTTPMethod?, usersSecurityEditable: Bool,
+                            isUsersDatabase: Bool = false) -> Requirement {
         let base = requirement(for: endpoint.route, method: method)
         let writes = method == .PUT || method == .DELETE || method == .POST
         switch endpoint {
-        case .document(let database, let id), .attachment(let database, let id, _):
-            if database == UsersDatabase.name, !id.isLocal {
+        case .document(_, let id), .attachment(_, let id, _):
+            if isUsersDatabase, !id.isLocal {
                 if id.isDesign, writes { return .databaseAdmin }
                 // COPY reads its source here; its destination is checked as a write.
                 return .userDocument(id, reading: !writes)
             }
-            if database == UsersDatabase.name, id.isLocal { return .databaseAdmin }
+            if isUsersDatabase, id.isLocal { return .databaseAdmin }
             if id.isDesign, writes { return .databaseAdmin }
             return base
-        case .databaseResource(let database, let resource) where database.isSystem:
-            switch (database.rawValue, resource) {
-            case ("_users", .allDocuments), ("_users", .changes), ("_replicator", .allDocuments), ("_replicator", .changes),
-                 ("_users", .allDocumentsQueries), ("_replicator", .allDocumentsQueries), ("_users", .designDocumentsQueries),
-                 ("_users", .localDocuments), ("_replicator", .localDocuments):
+        case .databaseResource(_, let resource) where isUsersDatabase:
+            switch resource {
+            case .allDocuments, .changes, .allDocumentsQueries, .designDocumentsQueries, .localDocuments:
                 return .serverAdmin
             // Stricter than CouchDB, which filters each document of these per user:
             // only admins list or bulk-read the users database.
-            case ("_users", .designDocuments), ("_users", .bulkGet):
+            case .designDocuments, .bulkGet:
                 return .serverAdmin
             // Answers about documents one may not read (`possible_ancestors` tells which
             // users exist; purged IDs name users): CouchDB's `_users` is for admins only.
-            case ("_users", .revisionsDifference), ("_users", .missingRevisions), ("_users", .purgedInfos):
+            case .revisionsDifference, .missingRevisions, .purgedInfos:
                 return .serverAdmin
-            // Indexes are design documents, which only admins read in `_users`.
-            case ("_users", .index):
+            // Indexes are design documents, which only admins read in a users database.
+            case .index:
                 return .databaseAdmin
-            case ("_users", .security) where method == .PUT && !usersSecurityEditable:
+            case .security where method == .PUT && !usersSecurityEditable:
                 return .refused(CouchError(.forbidden, "You can't edit the security object of the user database."))
             default:
                 return base
             }
-        case .database(let database) where database == UsersDatabase.name && (method == .GET || method == .HEAD):
+        case .databaseResource(let database, let resource) where database.isSystem && database.isReplicator:
+            switch resource {
+            case .allDocuments, .changes, .allDocumentsQueries, .localDocuments:
+                return .serverAdmin
+            default:
+                return base
+            }
+        case .database where isUsersDatabase && (method == .GET || method == .HEAD):
             // Its information counts the users (POST, a sign-up, follows the document rules).
             return .serverAdmin
         // `POST /db/_compact/ddoc` is compaction, for database admins as `_compact`.
         case .designResource(_, _, "_compact"):
             return .databaseAdminToCompact
-        // Views, shows, lists... of `_users` read its design documents and every user's
+        // A show renders one document, which the reader's rule lets through only when it is
+        // their own (another's is missing, as in CouchDB).
+        case .designResource(_, _, DesignFunctionRoute.show.rawValue) where isUsersDatabase:
+            return base
+        // Views, lists... of a users database read its design documents and every user's
         // document: for admins only (CouchDB's "Only administrators can view design docs").
-        case .designResource(let database, let id, _) where database == UsersDatabase.name:
+        case .designResource(_, let id, _) where isUsersDatabase:
             return .userDocument(id, reading: true)
-        case .index(let database, _) where database == UsersDatabase.name:
+        case .index where isUsersDatabase:
             return .databaseAdmin
         case .server, .database, .databaseResource, .designResource, .scheduler, .node, .index, .utils, .partition:
             return base
@@ -200,7 +211,7 @@ enum AuthorizationPolicy {
     /// take: design documents need a database admin; `_users` documents follow their own
     /// rules and have their password hashed (see `UsersDatabase`).
     static func checkWrite(_ edit: DocumentEdit, in database: Database, user: UserContext, access: DatabaseAccess,
-                           hasher: PasswordHasher, newEdits: Bool) throws -> DocumentEdit {
+                           accessControl: AccessControl, newEdits: Bool) throws -> DocumentEdit {
         guard let id = edit.id else { return edit }
         if id.isDesign { try requireDatabaseAdmin(user, access) }
         if database.name.isReplicator, !id.isLocal, !id.isDesign {
@@ -210,9 +221,11 @@ enum AuthorizationPolicy {
         }
         // Design documents of `_users` need an admin (above) and nothing else, as in CouchDB,
         // where no `validate_doc_update` runs on a design document.
-        guard database.name == UsersDatabase.name, !id.isLocal, !id.isDesign else { return edit }
+        guard accessControl.isUsersDatabase(database.name), !id.isLocal, !id.isDesign else { return edit }
         return try UsersDatabase.prepare(edit, parent: try parentBody(of: edit, id: id, in: database, newEdits: newEdits),
-                                         user: user, isAdmin: access.isAdmin, hasher: hasher)
+                                         user: user, isAdmin: access.isAdmin, hasher: accessControl.hasher,
+                                         rules: accessControl.settings.passwordRules,
+                                         withAuthDesignDocument: try UsersDatabase.hasAuthDesignDocument(database))
     }
 
     /// The revision an edit replaces, which `_users` rules compare against: the one named

@@ -27,30 +27,42 @@ struct StoredCredentials {
     let name: String
     let roles: [String]
     let hash: PasswordHash
+    /// The user document the credentials come from (nil for a server admin), for upgrading its hash.
+    let document: JSONObject?
 }
 
 /// Finds credentials as CouchDB's `chttpd_auth_cache:get_user_creds` does: a server
-/// admin (roles `_admin` plus those of a `_users` document of the same name), else the
-/// user document `org.couchdb.user:NAME` in `_users`.
+/// admin (roles `_admin` plus those of a user document of the same name), else the
+/// user document `org.couchdb.user:NAME` in the users database (`authentication_db`).
 struct CredentialStore: Sendable {
     let admins: AdminRegistry
     let databases: DatabaseManager
+    let usersDatabase: DatabaseName
+    /// `[chttpd_auth] allow_conflicted_user_docs`: whether a user document in conflict may
+    /// still authenticate (CouchDB refuses it by default: which password would be the user's?).
+    var allowConflicts = false
 
-    func credentials(for name: String) -> StoredCredentials? {
-        let document = userDocument(name)
+    static let conflicted = CouchError(.unauthorized, "User document conflicts must be resolved before the document is used for authentication purposes.")
+
+    func credentials(for name: String) throws(CouchError) -> StoredCredentials? {
+        let document = try userDocument(name)
         if let adminHash = admins.hash(for: name) {
             var roles = [UserContext.adminRole]
             for role in Self.roles(of: document) where !roles.contains(role) { roles.append(role) }
-            return StoredCredentials(name: name, roles: roles, hash: adminHash)
+            return StoredCredentials(name: name, roles: roles, hash: adminHash, document: nil)
         }
         guard let document, let hash = PasswordHash(userDocument: document) else { return nil }
-        return StoredCredentials(name: name, roles: Self.roles(of: document), hash: hash)
+        return StoredCredentials(name: name, roles: Self.roles(of: document), hash: hash, document: document)
     }
 
-    private func userDocument(_ name: String) -> JSONObject? {
-        guard let database = try? databases.database(UsersDatabase.name),
-              let snapshot = try? database.document(UsersDatabase.documentID(for: name)) else { return nil }
-        return try? JSONValue.parse(snapshot.revision.body).objectValue
+    private func userDocument(_ name: String) throws(CouchError) -> JSONObject? {
+        guard let database = try? databases.database(usersDatabase),
+              let snapshot = try? database.document(UsersDatabase.documentID(for: name)),
+              var body = try? JSONValue.parse(snapshot.revision.body).objectValue else { return nil }
+        if !allowConflicts, !snapshot.record.tree.conflicts.isEmpty { throw Self.conflicted }
+        body["_id"] = JSONValue(snapshot.revision.id.rawValue)
+        body["_rev"] = JSONValue(snapshot.revision.revision.description)
+        return body
     }
 
     private static func roles(of document: JSONObject?) -> [String] {

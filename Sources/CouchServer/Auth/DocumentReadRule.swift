@@ -23,10 +23,10 @@ enum DocumentReadRule: Sendable {
     /// documents without their credentials.
     case credentialsHidden(reader: String?)
 
-    init(database: DatabaseName, user: UserContext, isAdmin: Bool) {
+    init(database: DatabaseName, isUsersDatabase: Bool, user: UserContext, isAdmin: Bool) {
         if isAdmin || user.isServerAdmin {
             self = .whole
-        } else if database == UsersDatabase.name {
+        } else if isUsersDatabase {
             self = .ownUserDocument(user)
         } else if database.isReplicator, !user.roles.contains("_replicator") {
             self = .credentialsHidden(reader: user.name)

@@ -85,14 +85,15 @@ public struct PasswordHash: Sendable, Equatable {
         }
     }
 
-    /// The members a `_users` document holds instead of `password`, in CouchDB's order.
+    /// The members a `_users` document holds instead of `password`, in CouchDB's order
+    /// (`couch_users_db:save_doc`).
     public var userDocumentMembers: [(key: String, value: JSONValue)] {
         switch scheme {
         case .simple:
             [("password_scheme", "simple"), ("salt", JSONValue(salt)), ("password_sha", JSONValue(derivedKey))]
         case .pbkdf2(let function):
-            [("password_scheme", "pbkdf2"), ("pbkdf2_prf", JSONValue(function.rawValue)),
-             ("derived_key", JSONValue(derivedKey)), ("salt", JSONValue(salt)), ("iterations", JSONValue(iterations))]
+            [("password_scheme", "pbkdf2"), ("pbkdf2_prf", JSONValue(function.rawValue)), ("salt", JSONValue(salt)),
+             ("iterations", JSONValue(iterations)), ("derived_key", JSONValue(derivedKey))]
         }
     }
 }
@@ -109,6 +110,8 @@ public struct PasswordHash: Sendable, Equatable {
 /// logins are refused with 503 rather than occupying every request thread.
 public final class PasswordHasher: @unchecked Sendable {
     public let iterations: Int
+    /// The PRF of new hashes (`[chttpd_auth] pbkdf2_prf`, SHA-256 by default).
+    public let function: HashFunction
     public let iterationRange: ClosedRange<Int>
     private let cacheKey = Digest.randomBytes(32)
     private let lock = NSLock()
@@ -121,18 +124,22 @@ public final class PasswordHasher: @unchecked Sendable {
     /// the same whether or not the user exists.
     private lazy var decoy = hash(Digest.randomHex(bytes: 16))
 
-    public init(iterations: Int, iterationRange: ClosedRange<Int> = 1...1_000_000_000, concurrentChecks: Int = 4) {
+    public init(iterations: Int, function: HashFunction = .sha256, iterationRange: ClosedRange<Int> = 1...1_000_000_000,
+                concurrentChecks: Int = 4) {
         precondition(iterations > 0, "PBKDF2 needs at least one iteration")
         self.iterations = iterations
+        self.function = function
         self.iterationRange = iterationRange
         self.concurrentChecks = max(1, concurrentChecks)
         slots = DispatchSemaphore(value: self.concurrentChecks)
     }
 
-    public func hash(_ password: String) -> PasswordHash {
-        let salt = Digest.randomHex(bytes: 16)
-        let key = Digest.pbkdf2(password: Array(password.utf8), salt: Array(salt.utf8), iterations: iterations)
-        return PasswordHash(scheme: .pbkdf2(.sha256), derivedKey: Digest.hex(key), salt: salt, iterations: iterations)
+    /// A new hash of `password`, with a new random salt unless one is given.
+    public func hash(_ password: String, salt given: String? = nil) -> PasswordHash {
+        let salt = given ?? Digest.randomHex(bytes: 16)
+        let key = Digest.pbkdf2(password: Array(password.utf8), salt: Array(salt.utf8), iterations: iterations,
+                                function: function)
+        return PasswordHash(scheme: .pbkdf2(function), derivedKey: Digest.hex(key), salt: salt, iterations: iterations)
     }
 
     /// Whether `password` matches; 403 when the hash's iterations are outside the allowed

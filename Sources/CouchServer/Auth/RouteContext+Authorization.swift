@@ -14,9 +14,10 @@ extension RouteContext {
     /// What the user may see of `database`'s documents (the security object is read only
     /// for the system databases, whose rules depend on it).
     func documentReadRule(for database: Database) throws -> DocumentReadRule {
-        guard database.name == UsersDatabase.name || database.name.isReplicator else { return .whole }
+        let isUsersDatabase = server.accessControl.isUsersDatabase(database.name)
+        guard isUsersDatabase || database.name.isReplicator else { return .whole }
         let isAdmin = try user.isServerAdmin || databaseAccessForWrites().isAdmin
-        return DocumentReadRule(database: database.name, user: user, isAdmin: isAdmin)
+        return DocumentReadRule(database: database.name, isUsersDatabase: isUsersDatabase, user: user, isAdmin: isAdmin)
     }
 
     /// A document about to be written: within `max_document_size`, a design document only
@@ -25,7 +26,7 @@ extension RouteContext {
     public func authorizedEdit(_ edit: DocumentEdit, in database: Database, newEdits: Bool = true) throws -> DocumentEdit {
         try checkDocumentSizes([edit])
         return try AuthorizationPolicy.checkWrite(edit, in: database, user: user, access: try databaseAccessForWrites(),
-                                                  hasher: server.accessControl.hasher, newEdits: newEdits)
+                                                  accessControl: server.accessControl, newEdits: newEdits)
     }
 
     /// The documents of a `_bulk_docs`: each authorized on its own, so a refused one gets its
@@ -35,11 +36,11 @@ extension RouteContext {
                                 newEdits: Bool) throws -> [Result<DocumentEdit, CouchError>] {
         try checkDocumentSizes(edits)
         let access = try databaseAccessForWrites()
-        let hasher = server.accessControl.hasher
+        let accessControl = server.accessControl
         return edits.map { edit in
             do {
                 return .success(try AuthorizationPolicy.checkWrite(edit, in: database, user: user, access: access,
-                                                                   hasher: hasher, newEdits: newEdits))
+                                                                   accessControl: accessControl, newEdits: newEdits))
             } catch let error as CouchError {
                 return .failure(error)
             } catch {

@@ -49,18 +49,21 @@ struct SecurityObject: Sendable, Equatable {
     /// their own rules): no members, so anyone may use it; only server admins administer it.
     static let everyone = SecurityObject(json: [:])
 
-    /// A body for `PUT /db/_security`, checked as CouchDB's `validate_security_object`.
+    /// A body for `PUT /db/_security`, checked as CouchDB's `validate_security_object`. CouchDB
+    /// checks it on each shard, and a refusal from all of them answers 500 `error` (its reason
+    /// `no_majority`); Couchette answers the same status and error with the refusal's reason.
     static func validated(_ value: JSONValue) throws(CouchError) -> SecurityObject {
-        guard let object = value.objectValue else { throw CouchError.badRequest("Security object must be a JSON object") }
+        func refuse(_ reason: String) -> CouchError { CouchError(.error, reason) }
+        guard let object = value.objectValue else { throw refuse("Security object must be a JSON object") }
         for key in ["admins", "members", "readers"] {
             guard let group = object[key] else { continue }
             guard let groupObject = group.objectValue else {
-                throw CouchError.badRequest("admins or members must be a JSON list of strings")
+                throw refuse("admins or members must be a JSON list of strings")
             }
             for field in ["names", "roles"] {
                 guard let list = groupObject[field] else { continue }
                 guard let items = list.arrayValue, items.allSatisfy({ $0.stringValue != nil }) else {
-                    throw CouchError.badRequest("\(field) must be a JSON list of strings")
+                    throw refuse("\(field) must be a JSON list of strings")
                 }
             }
         }

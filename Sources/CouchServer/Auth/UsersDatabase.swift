@@ -12,7 +12,8 @@ import CouchStore
 /// accepts or refuses) cannot do. So every document write passes `AuthorizationPolicy`'s
 /// write check (`RouteContext.authorizedEdit`), which calls `prepare` below for `_users`.
 enum UsersDatabase {
-    static let name = try! DatabaseName("_users")
+    /// `[chttpd_auth] authentication_db` unless set otherwise.
+    static let defaultName = try! DatabaseName("_users")
     static let documentPrefix = "org.couchdb.user:"
     /// What a stored password consists of; set by the server from `password`.
     static let credentialMembers = ["password_scheme", "pbkdf2_prf", "derived_key", "salt", "iterations", "password_sha"]
@@ -41,55 +42,96 @@ enum UsersDatabase {
         guard userName(of: id) == user.name else { throw CouchError.notFound("missing") }
     }
 
-    /// The edit as it will be stored: checked, and with `password` replaced by its hash.
+    /// The edit as it will be stored (CouchDB's `before_doc_update`, then `_design/_auth`'s
+    /// validation): checked, and with `password`, when it follows `rules`, replaced by its hash,
+    /// the hash's members first as CouchDB writes them. `preserve_salt: true` keeps the
+    /// document's salt (a hash upgrade: the user's sessions stay valid).
     static func prepare(_ edit: DocumentEdit, parent: JSONObject?, user: UserContext, isAdmin: Bool,
-                        hasher: PasswordHasher) throws(CouchError) -> DocumentEdit {
+                        hasher: PasswordHasher, rules: PasswordRules,
+                        withAuthDesignDocument: Bool = true) throws(CouchError) -> DocumentEdit {
         guard let id = edit.id else { return edit }
         try checkWrite(id, user: user, isAdmin: isAdmin)
-        try validate(edit, id: id, parent: parent, user: user, isAdmin: isAdmin)
         var prepared = edit
         switch edit.body["password"] {
         case nil, .null?:
-            // Only the server hashes a non-admin's password: otherwise a sign-up could carry
-            // a hash of a billion iterations that every login attempt would then pay.
-            if !isAdmin && !edit.isDeleted {
-                for key in credentialMembers where edit.body[key] != parent?[key] {
-                    throw CouchError(.forbidden, "Only admins may set `\(key)`; send `password` instead.")
-                }
-            }
+            break
         case .string(let password)?:
-            prepared.body.removeValue(forKey: "password")
-            for (key, value) in hasher.hash(password).userDocumentMembers { prepared.body[key] = value }
+            try rules.check(password)
+            let salt = edit.body["preserve_salt"] == true ? edit.body["salt"]?.stringValue : nil
+            var body = JSONObject()
+            for (key, value) in hasher.hash(password, salt: salt).userDocumentMembers { body[key] = value }
+            for (key, value) in edit.body where !passwordMembers.contains(key) { body[key] = value }
+            prepared.body = body
         case _?:
             throw CouchError(.forbidden, "Password value is invalid.")
+        }
+        try validate(prepared, id: id, parent: parent, user: user, isAdmin: isAdmin,
+                     withAuthDesignDocument: withAuthDesignDocument)
+        // Only the server hashes a non-admin's password: otherwise a sign-up could carry a hash
+        // of a billion iterations that every login attempt would then pay. (Couchette's rule,
+        // after CouchDB's own, so that their refusals come first.)
+        if edit.body["password"] == nil || edit.body["password"] == .null, !isAdmin, !edit.isDeleted {
+            for key in credentialMembers where edit.body[key] != parent?[key] {
+                throw CouchError(.forbidden, "Only admins may set `\(key)`; send `password` instead.")
+            }
         }
         return prepared
     }
 
-    /// CouchDB's `_design/_auth` `validate_doc_update`, rule by rule, with its messages.
+    /// What a new password replaces (CouchDB's `remove_password_fields`).
+    static let passwordMembers: Set<String> = [
+        "derived_key", "iterations", "password", "password_scheme", "password_sha", "preserve_salt", "pbkdf2_prf", "salt",
+    ]
+
+    /// CouchDB's `_design/_auth` `validate_doc_update`, rule by rule in its order, with its
+    /// messages. CouchDB runs that function only where the design document is: in a users
+    /// database without it (a new `authentication_db`, until the server installs it) only
+    /// `before_doc_update` judges, which lets a document of any shape in. Without it
+    /// (`withAuthDesignDocument` false) Couchette still keeps the rules that guard privileges:
+    /// who may delete, update, or give roles, and no system roles.
     static func validate(_ edit: DocumentEdit, id: DocumentID, parent: JSONObject?, user: UserContext,
-                         isAdmin: Bool) throws(CouchError) {
+                         isAdmin: Bool, withAuthDesignDocument: Bool = true) throws(CouchError) {
         func refuse(_ reason: String) -> CouchError { CouchError(.forbidden, reason) }
+        /// JavaScript's truthiness, which the function's `!newDoc.x` tests use.
+        func isTruthy(_ value: JSONValue?) -> Bool {
+            switch value {
+            case nil, .null?, .bool(false)?: false
+            case .string(let text)?: !text.isEmpty
+            case .number(let number)?: number.doubleValue != 0
+            default: true
+            }
+        }
         let body = edit.body
         if edit.isDeleted {
             if isAdmin || (user.name != nil && parent?["name"]?.stringValue == user.name) { return }
             throw refuse("Only admins may delete other user docs.")
         }
-        if let parent, parent["type"]?.stringValue != "user" { throw refuse("doc.type must be user") }
-        guard body["type"]?.stringValue == "user" else { throw refuse("doc.type must be user") }
-        guard let name = body["name"]?.stringValue, !name.isEmpty else { throw refuse("doc.name is required") }
-        guard let rolesValue = body["roles"], let roleList = rolesValue.arrayValue else {
-            throw refuse("doc.roles must be an array")
+        let roles = body["roles"]?.arrayValue?.compactMap(\.stringValue) ?? []
+        let name = body["name"]?.stringValue
+        if withAuthDesignDocument {
+            if let parent, parent["type"]?.stringValue != "user" { throw refuse("doc.type must be user") }
+            guard body["type"]?.stringValue == "user" else { throw refuse("doc.type must be user") }
+            guard isTruthy(body["name"]) else { throw refuse("doc.name is required") }
+            guard isTruthy(body["roles"]) else { throw refuse("doc.roles must exist") }
+            guard let roleList = body["roles"]?.arrayValue else { throw refuse("doc.roles must be an array") }
+            guard roles.count == roleList.count else { throw refuse("doc.roles can only contain strings") }
+            guard let name, id.rawValue == documentPrefix + name else {
+                throw refuse("Doc ID must be of the form org.couchdb.user:name")
+            }
+            if let parent, parent["name"]?.stringValue != name { throw refuse("Usernames can not be changed.") }
+            if isTruthy(body["password_sha"]), !isTruthy(body["salt"]) {
+                throw refuse("Users with password_sha must have a salt.See /_utils/script/couch.js for example code.")
+            }
+            if let scheme = body["password_scheme"], isTruthy(scheme) {
+                guard let text = scheme.stringValue, text == "simple" || text == "pbkdf2" else {
+                    throw refuse("Password scheme `\(scheme.stringValue ?? scheme.serializedString())` not supported.")
+                }
+                if text == "pbkdf2" {
+                    guard case .number? = body["iterations"] else { throw refuse("iterations must be a number.") }
+                    guard body["derived_key"]?.stringValue != nil else { throw refuse("derived_key must be a string.") }
+                }
+            }
         }
-        guard id.rawValue == documentPrefix + name else {
-            throw refuse("Doc ID must be of the form org.couchdb.user:name")
-        }
-        if let parent, parent["name"]?.stringValue != name { throw refuse("Usernames can not be changed.") }
-        if body["password_sha"] != nil, body["salt"] == nil {
-            throw refuse("Users with password_sha must have a salt.See /_utils/script/couch.js for example code.")
-        }
-        let roles = roleList.compactMap(\.stringValue)
-        guard roles.count == roleList.count else { throw refuse("doc.roles must be an array") }
         if !isAdmin {
             if let parent {
                 guard user.name == name else { throw refuse("You may only update your own user document.") }
@@ -99,9 +141,10 @@ enum UsersDatabase {
                 throw refuse("Only _admin may set roles")
             }
         }
-        if roles.contains(where: { $0.hasPrefix("_") }) {
+        if roles.contains(where: { $0 != "_metrics" && $0.hasPrefix("_") }) {
             throw refuse("No system roles (starting with underscore) in users db.")
         }
+        guard withAuthDesignDocument, let name else { return }
         if name.hasPrefix("_") { throw refuse("Username may not start with underscore.") }
         if name.contains(":") { throw refuse("Character `:` is not allowed in usernames.") }
     }
@@ -114,15 +157,16 @@ extension UsersDatabase {
     /// know the database is ready. Couchette enforces the user-document rules natively
     /// (`prepare`, `validate`), so its validation function accepts everything itself.
     static func installAuthDesignDocument(in database: Database) {
-        do {
-            guard try database.record(authDesignDocument) == nil else { return }
-        } catch {
-            return
-        }
+        guard (try? hasAuthDesignDocument(database)) == false else { return }
         let body: JSONObject = [
             "language": "javascript",
             "validate_doc_update": "function(newDoc, oldDoc, userCtx, secObj) {\n  // Checked by Couchette itself: document shape, names, roles and who may write.\n}",
         ]
         _ = try? database.update(DocumentEdit(id: authDesignDocument, body: body))
+    }
+
+    /// Whether `_design/_auth` is there (not deleted): its rules then apply (see `validate`).
+    static func hasAuthDesignDocument(_ database: Database) throws -> Bool {
+        try database.record(authDesignDocument).map { !$0.isDeleted } ?? false
     }
 }

@@ -64,6 +64,9 @@ final class LiveConfiguration: @unchecked Sendable {
         return kept
     }
 
+    /// The entries set through `_config` (and read from `local.ini`), as they were given.
+    var storedEntries: [ConfigurationFile.Entry] { lock.withLock { stored } }
+
     /// The configuration now in force. Admins configured at start are added once, by the
     /// first `AccessControl`; later ones come from the admins file alone.
     func effective(firstTime: Bool = false) throws(ConfigurationError) -> ServerConfiguration {

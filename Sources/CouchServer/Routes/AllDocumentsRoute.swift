@@ -39,6 +39,7 @@ enum AllDocumentsRoute {
     /// The request with the POST body's members before the query string's parameters, so that
     /// every option is read one way and the query string wins.
     static func withBodyOptions(_ context: RouteContext) throws -> RouteContext {
+        try context.requireJSONContentType()
         guard !context.request.body.isEmpty else { return context }
         let body = try context.jsonObjectBody()
         if let keys = body["keys"], keys.arrayValue == nil {

@@ -17,12 +17,20 @@ enum BulkDocumentsRoute {
         }
         let edits = try docs.map { json throws -> DocumentEdit in
             var edit = try DocumentEdit(json: json)
-            if edit.id == nil, newEdits { edit.id = DocumentID(Digest.randomHex(bytes: 16)) }
+            if edit.id == nil, newEdits { edit.id = DocumentID(context.server.uuids.next()) }
             // CouchDB refuses the whole request (`chttpd_db:validate_revs`).
             if !newEdits, edit.revision == nil, edit.id?.isLocal != true {
                 throw CouchError.badRequest("When `new_edits: false`, the document needs `_rev` or `_revisions` specified")
             }
             return edit
+        }
+        // CouchDB 3 answers `all_or_nothing` with 417 for every document, writing none (its
+        // clustered `fabric_doc_update` cannot make a write atomic across shards).
+        if newEdits, body["all_or_nothing"]?.boolValue == true {
+            return .json(417, .array(edits.map { edit in
+                ["id": JSONValue(edit.id?.rawValue ?? ""), "rev": JSONValue(edit.revision?.description ?? "0-"),
+                 "error": "not_implemented", "reason": "all_or_nothing is not supported"]
+            }))
         }
         // Each document passes the authorization policy's write check; a refused one
         // gets its error as its result and is not written.
@@ -30,34 +38,13 @@ enum BulkDocumentsRoute {
         for edit in edits { try database.validatePartitioned(edit.id) }
         let authorized = try context.authorizedEdits(edits, in: database, newEdits: newEdits)
         let accepted = authorized.compactMap { try? $0.get() }
-        // `all_or_nothing`: one failure and nothing is written; CouchDB answers 417 with the failures.
-        let allOrNothing = newEdits && body["all_or_nothing"]?.boolValue == true
-        var aborted = allOrNothing && accepted.count < authorized.count
-        var outcomes: [WriteResult] = []
-        if !aborted, !accepted.isEmpty {
-            do {
-                outcomes = try database.bulkUpdate(accepted, newEdits: newEdits, allOrNothing: allOrNothing, as: context.user)
-            } catch let failure as AllOrNothingAborted {
-                outcomes = failure.results
-                aborted = true
-            }
-        }
+        let outcomes = accepted.isEmpty ? [] : try database.bulkUpdate(accepted, newEdits: newEdits, as: context.user)
         var written = outcomes.makeIterator()
         let results = authorized.map { result -> WriteResult in
             switch result {
-            // Not written because another failed first: not a failure of its own.
-            case .success: written.next() ?? (aborted ? .success(RevisionID(generation: 0, digest: "0"))
-                                              : .failure(CouchError.internalError("missing write result")))
+            case .success: written.next() ?? .failure(CouchError.internalError("missing write result"))
             case .failure(let error): .failure(error)
             }
-        }
-        if aborted {
-            let failures = zip(edits, results).compactMap { edit, result -> JSONValue? in
-                guard case .failure(let error) = result else { return nil }
-                return ["id": JSONValue(edit.id?.rawValue ?? ""), "rev": edit.revision.map { JSONValue($0.description) } ?? .null,
-                        "error": JSONValue(error.error), "reason": JSONValue(error.reason)]
-            }
-            return .json(417, .array(failures))
         }
         var output: [JSONValue] = []
         for (edit, result) in zip(edits, results) {

@@ -15,12 +15,12 @@ enum ConfigurationRoutes {
     /// The node a path names: `_local` or this node's name; `not_found` for any other.
     static func checkNode(_ context: RouteContext) throws {
         guard case .node(let node, _) = context.endpoint else { throw CouchError.internalError("not a node route") }
-        guard node == "_local" || node == ServerInfo.nodeName else { throw CouchError.notFound("no such node: \(node)") }
+        guard node == "_local" || node == context.server.nodeName else { throw CouchError.notFound("no such node: \(node)") }
     }
 
     static func getNodeName(_ context: RouteContext) throws -> HTTPResponse {
         try checkNode(context)
-        return .json(200, ["name": JSONValue(ServerInfo.nodeName)])
+        return .json(200, ["name": JSONValue(context.server.nodeName)])
     }
 
     /// Every section and key in force, admins included (hashed).
@@ -32,8 +32,19 @@ enum ConfigurationRoutes {
             sections[entry.section, default: []].removeAll { $0.0 == entry.key }
             sections[entry.section, default: []].append((entry.key, entry.value))
         }
+        // A key set in a section Couchette reads it from besides its usual one (`[chttpd]
+        // WWW-Authenticate`, shown as `[httpd]`'s) is also shown where it was set, so that
+        // it reads back and deletes there.
+        for entry in context.server.liveConfiguration.storedEntries
+        where sections[entry.section]?.contains(where: { $0.0 == entry.key }) != true {
+            if sections[entry.section] == nil { order.append(entry.section) }
+            sections[entry.section, default: []].append((entry.key, entry.value))
+        }
         let admins = context.server.accessControl.admins
         if !admins.isEmpty { sections["admins"] = admins.names.map { ($0, admins.admins[$0]!.adminEntry) } }
+        // Where the databases are, as CouchDB shows it (read only: it is the data directory).
+        sections["couchdb", default: []].removeAll { $0.0 == "database_dir" }
+        sections["couchdb", default: []].append(("database_dir", context.server.databases.directory))
         return sections
     }
 

@@ -60,7 +60,9 @@ enum DatabaseRoutes {
             throw CouchError.badRequest(
                 "You tried to DELETE a database with a ?=rev parameter. Did you mean to DELETE a document instead?")
         }
-        try context.server.databases.delete(try context.databaseName)
+        let name = try context.databaseName
+        try context.server.databases.delete(name)
+        if context.server.accessControl.isUsersDatabase(name) { context.server.usersDatabaseDeleted() }
         return .ok
     }
 

@@ -74,7 +74,7 @@ enum DocumentRoutes {
         var edit = try DocumentEdit(json: json)
         edit.id = id
         try database.validatePartitioned(id)
-        edit.revision = try reconcileRevision(body: edit.revision, request: try context.revisionOption())
+        edit.revision = try reconcileRevision(body: edit.revision, context)
         let newEdits = try context.boolOption("new_edits", default: true)
         edit = try context.authorizedEdit(edit, in: database, newEdits: newEdits)
         let write = { [edit] in try database.bulkUpdate([edit], newEdits: newEdits, following: following, as: context.user)[0].get() }
@@ -124,7 +124,7 @@ enum DocumentRoutes {
     static func postDocument(_ context: RouteContext) throws -> HTTPResponse {
         try context.requireJSONContentType()
         var edit = try DocumentEdit(json: try context.jsonBody())
-        let id = edit.id ?? DocumentID(Digest.randomHex(bytes: 16))
+        let id = edit.id ?? DocumentID(context.server.uuids.next())
         edit.id = id
         let database = try context.database()
         try database.validatePartitioned(id)
@@ -184,12 +184,18 @@ enum DocumentRoutes {
                      headers: [location(context, id: targetID), ("ETag", "\"\(revision)\"")])
     }
 
-    /// `_rev` may come in the body, `?rev=` or `If-Match`; when two disagree CouchDB refuses.
-    static func reconcileRevision(body: RevisionID?, request: RevisionID?) throws(CouchError) -> RevisionID? {
-        if let body, let request, body != request {
+    /// `_rev` may come in the body, `?rev=` or `If-Match`; when two disagree CouchDB refuses,
+    /// naming them as `chttpd_db:couch_doc_from_req` does: the body's is compared with the
+    /// query's, then with `If-Match`; without one in the body, the query's with `If-Match`.
+    static func reconcileRevision(body: RevisionID?, _ context: RouteContext) throws(CouchError) -> RevisionID? {
+        guard let body else { return try context.revisionOption() }
+        if let query = try context.revisionOption(ignoringIfMatch: true), query != body {
             throw CouchError.badRequest("Document rev from request body and query string have different values")
         }
-        return body ?? request
+        if let etag = try context.ifMatchRevision(), etag != body {
+            throw CouchError.badRequest("Document rev and etag have different values")
+        }
+        return body
     }
 
     static func location(_ context: RouteContext, id: DocumentID) -> (String, String) {

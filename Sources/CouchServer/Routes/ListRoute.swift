@@ -77,6 +77,7 @@ enum ListRoute {
         }
         var request = HTTPRequest(method: method, path: path, query: context.request.query, headers: headers, body: body)
         request.rewrites = context.request.rewrites
+        request.peerAddress = context.request.peerAddress
         let response = context.server.route(request)
         let bytes = try Self.body(of: response)
         guard response.status == 200 else {

@@ -13,7 +13,7 @@ enum LocalDocumentRoutes {
         var edit = try DocumentEdit(json: try context.jsonBody(), isLocal: true)
         edit.id = id
         // A local document has no revision tree: `_revisions` is ignored, only `_rev` counts.
-        edit.revisionField = try DocumentRoutes.reconcileRevision(body: edit.revisionField, request: try context.revisionOption())
+        edit.revisionField = try DocumentRoutes.reconcileRevision(body: edit.revisionField, context)
         edit.revision = edit.revisionField
         edit.history = nil
         let revision = try context.database().update(edit)

@@ -115,6 +115,7 @@ enum RewriteRoute {
         }
         var request = HTTPRequest(method: method, path: path, query: query, headers: headers, body: body)
         request.rewrites = context.request.rewrites + 1
+        request.peerAddress = context.request.peerAddress
         return context.server.route(request)
     }
 }

@@ -10,7 +10,7 @@ enum ServerRoutes {
             "version": JSONValue(ServerInfo.couchDBVersion),
             "git_sha": "couchette",
             "uuid": JSONValue(context.server.databases.serverUUID),
-            "features": [],
+            "features": .array(ServerInfo.features.map { JSONValue($0) }),
             "vendor": ["name": "Couchette", "version": JSONValue(ServerInfo.version)],
         ])
     }
@@ -39,7 +39,7 @@ enum ServerRoutes {
 
     /// A single node, named as CouchDB names nodes.
     static func getMembership(_ context: RouteContext) throws -> HTTPResponse {
-        .json(200, ["all_nodes": [JSONValue(ServerInfo.nodeName)], "cluster_nodes": [JSONValue(ServerInfo.nodeName)]])
+        .json(200, ["all_nodes": [JSONValue(context.server.nodeName)], "cluster_nodes": [JSONValue(context.server.nodeName)]])
     }
 
     /// CouchDB 3 has no `/_stats` nor `/_config` (they moved under `/_node/{node}/`): an
@@ -50,12 +50,18 @@ enum ServerRoutes {
         throw CouchError.notFound("missing")
     }
 
+    /// CouchDB's `/_uuids`: IDs by `[uuids] algorithm`, with headers that keep caches from
+    /// handing the same IDs to two clients, and an `ETag` of the IDs (`couch_httpd:make_etag`).
     static func getUUIDs(_ context: RouteContext) throws -> HTTPResponse {
+        let generator = context.server.uuids
         let count = try context.nonNegativeIntOption("count") ?? 1
-        guard count <= 1000 else { throw CouchError.badRequest("count parameter too large") }
-        let uuids = (0..<count).map { _ in JSONValue(Digest.randomHex(bytes: 16)) }
+        guard count <= generator.maximumCount else { throw CouchError.badRequest("count parameter too large") }
+        let uuids = generator.next(count).map { JSONValue($0) }
+        let body = JSONValue.object(["uuids": .array(uuids)]).serialized()
+        let etag = "\"" + Digest.hex(Digest.md5(body)) + "\""
         return .json(200, ["uuids": .array(uuids)],
-                     headers: [("Cache-Control", "must-revalidate, no-cache"), ("Pragma", "no-cache")])
+                     headers: [("Cache-Control", "must-revalidate, no-cache"), ("Pragma", "no-cache"),
+                               ("Expires", "Mon, 01 Jan 1990 00:00:00 GMT"), ("ETag", etag)])
     }
 
     /// CouchDB's `_up`: 404 with `maintenance_mode` or `nolb` when `[couchdb] maintenance_mode`

@@ -9,8 +9,12 @@ enum SessionRoutes {
         if user.name == nil, context.request.queryValue("basic") == "true" {
             throw CouchError(.unauthorized, "Please login.")
         }
-        var info: JSONObject = ["authentication_handlers": .array(Authenticator.handlerNames.map { JSONValue($0) })]
+        let access = context.server.accessControl
+        var info: JSONObject = ["authentication_handlers": .array(access.authenticator.handlerNames.map { JSONValue($0) })]
         if let handler = user.authenticatedBy { info["authenticated"] = JSONValue(handler) }
+        if access.settings.usersDatabaseConfigured {
+            info["authentication_db"] = JSONValue(access.settings.usersDatabase.rawValue)
+        }
         return .json(200, ["ok": true, "userCtx": user.json, "info": .object(info)])
     }
 
@@ -22,11 +26,12 @@ enum SessionRoutes {
         let now = SessionCookie.now()
         let user: UserContext
         do {
-            user = try access.authenticator.verify(name: name, password: password, handler: "cookie")
+            user = try access.authenticator.verify(name: name, password: password, handler: "cookie",
+                                                   peer: context.request.peerAddress)
         } catch {
-            // Iteration limits (403) and a busy hasher (503) say so; anything else is a wrong password.
-            let refusal = error.status == 403 || error.status == 503 ? error : Authenticator.incorrect
-            var response = HTTPResponse.error(refusal)
+            // Iteration limits and a lockout (403), a user document in conflict (401) and a busy
+            // hasher (503) say so.
+            var response = HTTPResponse.error(error)
             response.setHeader("Set-Cookie", access.cookie.setCookie("", now: now))
             redirect(&response, context, to: context.request.queryValue("fail"))
             return response
