@@ -36,6 +36,8 @@ public final class CouchServer: RequestHandler {
     let mangoText = MangoTextIndexes()
     /// The admin page's files served at `/_utils/` (nil: none found; see `PublicDirectory`).
     public let publicDirectory: String?
+    /// Third-party files for the admin page, `/_utils/vendor/NAME/` (see `VendorDirectory`).
+    public let vendorDirectories: [String: String]
     let logger = Logger(label: "couchette.server")
     /// Requests, reads and feeds counted for `_stats` and `_prometheus`.
     let metrics: ServerMetrics
@@ -57,6 +59,7 @@ public final class CouchServer: RequestHandler {
         LogLevelControl.level = LogLevelControl.level(named: effective.logLevel) ?? LogLevelControl.level
         databases.maximumOpen = effective.maximumOpenDatabases
         publicDirectory = PublicDirectory.locate(configured: effective.publicDirectory)
+        vendorDirectories = VendorDirectory.locate(codeMirror: effective.codeMirrorDirectory)
         databases.maximumPartitionSize = effective.maximumPartitionSize
         functions = FunctionRuntime(limits: effective.functions, securityObject: { database in
             (try? holder.current.securityObject(of: database).json) ?? [:]
