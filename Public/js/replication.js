@@ -199,7 +199,8 @@ export function documentActions(doc, reload, fail) {
       } catch (error) { fail(error); }
     });
   }
-  const remove = h('button.danger', { type: 'button', text: 'Stop and delete', 'aria-label': `Stop and delete ${doc.doc_id}` });
+  const removeLabel = finished ? 'Delete' : 'Stop and delete';
+  const remove = h('button.danger', { type: 'button', text: removeLabel, 'aria-label': `${removeLabel} ${doc.doc_id}` });
   remove.addEventListener('click', async () => {
     const ok = await confirmDialog({ title: `Delete _replicator/${doc.doc_id}?`, message: 'Its job stops; the data already copied stays.', confirmLabel: 'Delete it' });
     if (!ok) return;

@@ -130,7 +130,7 @@ export async function syncScreen(main) {
         doc ? h('span', { class: `badge ${stateClass(doc.state)}`, text: doc.state, title: 'The document\'s state (_scheduler/docs)' }) : null,
         h('span.actions', actions)),
       doc?.info?.next_run ? h('p.next-run', { text: `Runs again at ${new Date(doc.info.next_run).toLocaleString()} (interval)` }) : null,
-      h('div.sync-sides', { class: sides.length > 1 ? 'pair' : '' }, sides));
+      h(sides.length > 1 ? 'div.sync-sides.pair' : 'div.sync-sides', sides));
   }
 
   function side(role, heading, job, doc, key) {
