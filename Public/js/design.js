@@ -59,7 +59,6 @@ export async function designScreen(main, [db, name], context) {
   const editors = [];
   const nameInput = h('input#design-name', { type: 'text', autocomplete: 'off', spellcheck: 'false', required: true, placeholder: 'app' });
   const viewsList = h('div#design-views');
-  const sections = {};
 
   function viewBlock(viewName, view) {
     const nameField = h('input', { type: 'text', autocomplete: 'off', spellcheck: 'false', value: viewName, required: true, 'aria-label': 'View name' });
@@ -78,7 +77,7 @@ export async function designScreen(main, [db, name], context) {
       h('legend', { text: viewName ? `View ${viewName}` : 'New view' }),
       h('div.row', field('Name', nameField), field('Reduce', reduceSelect), run, remove), map.element, reduce.element);
     const entry = {
-      kind: 'view', block, map, reduce,
+      kind: 'view',
       get name() { return nameField.value.trim(); },
       value() {
         const result = { ...view, map: map.value };
@@ -103,7 +102,7 @@ export async function designScreen(main, [db, name], context) {
     const editor = codeEditor({ label: `${label} function`, mode: 'javascript', value: source, rows: 5 });
     const remove = h('button', { type: 'button', text: `Remove ${label.toLowerCase()}`, 'aria-label': `Remove ${label.toLowerCase()} ${fnName || 'new'}` });
     const block = h('div.function-block', { dataset: { name: fnName } }, h('div.row', field('Name', nameField), remove), editor.element);
-    const entry = { kind: member, block, get name() { return nameField.value.trim(); }, value: () => editor.value, editorFor: () => editor, all: [editor] };
+    const entry = { kind: member, get name() { return nameField.value.trim(); }, value: () => editor.value, editorFor: () => editor, all: [editor] };
     remove.addEventListener('click', () => { editors.splice(editors.indexOf(entry), 1); block.remove(); });
     editors.push(entry);
     return block;
@@ -128,7 +127,6 @@ export async function designScreen(main, [db, name], context) {
       list.append(block);
       block.querySelector('input').focus();
     } } });
-    sections[member] = list;
     const count = Object.keys(doc[member] || {}).length;
     return h('details.panel', { open: count > 0, id: `section-${member}` }, h('summary', { text: `${label}s (${member})${count ? `: ${count}` : ''}` }), list, add);
   });

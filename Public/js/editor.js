@@ -119,9 +119,9 @@ let count = 0;
 
 /**
  * A labelled code editor. `mode`: 'json' or 'javascript'; `check`: text → error or null
- * (default: JSON's or a function's). Returns {element, textarea, value, check(), focus(), markError}.
+ * (default: JSON's or a function's). Returns {element, value, check(), markError(), focus()}.
  */
-export function codeEditor({ id, label, mode = 'json', value = '', rows = 10, check, onInput } = {}) {
+export function codeEditor({ id, label, mode = 'json', value = '', rows = 10, check } = {}) {
   const validate = check || (mode === 'json' ? checkJSON : checkFunction);
   const textarea = h('textarea.code-text', { id: id || `code${++count}`, rows, spellcheck: 'false', value, autocomplete: 'off' });
   const message = h('div.code-message', { id: `${textarea.id}-message`, 'aria-live': 'polite' });
@@ -145,13 +145,11 @@ export function codeEditor({ id, label, mode = 'json', value = '', rows = 10, ch
   function changed() {
     clearTimeout(timer);
     timer = setTimeout(() => show(validate(textarea.value)), 150);
-    if (onInput) onInput(textarea.value);
   }
   textarea.addEventListener('input', changed);
 
   const editor = {
     element,
-    textarea,
     get value() { return cm ? cm.getValue() : textarea.value; },
     set value(text) { if (cm) cm.setValue(text); else textarea.value = text; show(validate(text)); },
     /** The current error (shown), or null. */

@@ -99,7 +99,9 @@ export async function syncScreen(main) {
     if (focused) cards.querySelector(`[data-focus-key="${CSS.escape(focused)}"]`)?.focus();
   }
 
-  function card({ key, doc, jobs: own }) {
+  function card({ key, doc, jobs }) {
+    // A document's earlier jobs (removed when its definition changed) come after its current ones.
+    const own = [...jobs].sort((a, b) => (jobState(a) === 'removed') - (jobState(b) === 'removed'));
     const pair = doc ? doc.pair_id !== undefined : false;
     const sides = [];
     if (pair) {
@@ -108,7 +110,7 @@ export async function syncScreen(main) {
       sides.push(side('push', `Push: ${describeEndpoint(doc.source)} → ${describeEndpoint(doc.target)}`, push, doc, key));
       sides.push(side('pull', `Pull: ${describeEndpoint(doc.target)} → ${describeEndpoint(doc.source)}`, pull, doc, key));
     } else {
-      const job = own.find((j) => jobState(j) !== 'removed') || own[0];
+      const job = own[0];
       const source = job?.source ?? doc?.source;
       const target = job?.target ?? doc?.target;
       const direction = isRemote(source) === isRemote(target) ? (isRemote(source) ? 'Between servers' : 'Local copy') : isRemote(source) ? 'Pull' : 'Push';
