@@ -213,25 +213,41 @@ export function documentActions(doc, reload, fail) {
   return [toggle, toggle ? ' ' : null, remove];
 }
 
-/** A database picker: this server's databases, or a remote URL with credentials. */
+/** A database picker: this server's databases, or a remote URL with credentials, headers
+ *  and TLS settings (`ca_file`, `pinned_public_key`). */
 function endpointPicker(name, label, databases) {
   const select = h('select', { id: `${name}-db` }, databases.map((db) => h('option', { value: db, text: db })),
     h('option', { value: remote, text: 'Another server (URL)…' }));
   const newName = h('input', { type: 'text', id: `${name}-new`, autocomplete: 'off', placeholder: 'or type a new local name' });
-  const url = h('input', { type: 'text', id: `${name}-url`, autocomplete: 'off', spellcheck: 'false', placeholder: 'http://host:5984/db' });
-  const user = h('input', { type: 'text', id: `${name}-user`, autocomplete: 'off' });
+  const input = (suffix, props = {}) => h('input', { type: 'text', id: `${name}-${suffix}`, autocomplete: 'off', spellcheck: 'false', ...props });
+  const url = input('url', { placeholder: 'http://host:5984/db' });
+  const user = input('user', { spellcheck: null });
   const password = h('input', { type: 'password', id: `${name}-password`, autocomplete: 'new-password' });
-  const remoteFields = h('div.row', { hidden: true }, field('URL', url), field('User', user), field('Password', password));
+  const headers = input('headers', { placeholder: '{"X-Token": "…"}' });
+  const caFile = input('ca-file', { placeholder: '/etc/ssl/peer.pem' });
+  const pinned = input('pinned-key', { placeholder: 'sha256//…' });
+  const remoteFields = h('div', { hidden: true }, h('div.row', field('URL', url), field('User', user), field('Password', password)),
+    h('details', h('summary', { text: 'Headers and TLS' }),
+      h('div.row', field('Headers (JSON object)', headers), field('CA file (ca_file)', caFile), field('Pinned public key', pinned))));
   select.addEventListener('change', () => { remoteFields.hidden = select.value !== remote; });
   const element = h('fieldset.panel', h('legend', { text: label }), h('div.row', field(`${label} database`, select), field(`${label}: new local database`, newName)), remoteFields);
   return {
     element,
     value() {
       if (select.value !== remote) return newName.value.trim() || select.value;
-      if (!user.value) return url.value.trim();
-      return { url: url.value.trim(), auth: { basic: { username: user.value, password: password.value } } };
+      const endpoint = { url: url.value.trim() };
+      if (user.value) endpoint.auth = { basic: { username: user.value, password: password.value } };
+      if (headers.value.trim()) {
+        let parsed;
+        try { parsed = JSON.parse(headers.value); } catch (error) { throw new Error(`${label} headers are not JSON: ${error.message}`); }
+        if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) throw new Error(`${label} headers must be a JSON object`);
+        endpoint.headers = parsed;
+      }
+      if (caFile.value.trim()) endpoint.ca_file = caFile.value.trim();
+      if (pinned.value.trim()) endpoint.pinned_public_key = pinned.value.trim();
+      return Object.keys(endpoint).length === 1 ? endpoint.url : endpoint;
     },
-    forget() { password.value = ''; },
+    /** Secrets leave the form once sent: the password, and headers (they may carry a token). */
+    forget() { password.value = ''; headers.value = ''; },
   };
 }
-
