@@ -1,6 +1,6 @@
 // A view's runner: every query option CouchDB's `_view` takes, results by pages, and the
-// request shown as a URL (what a client would send).
-import { get, enc, query } from './api.js';
+// request shown as a client would send it.
+import { get, post, enc, query } from './api.js';
 import { h, show, field, report, checkbox, pager, link } from './ui.js';
 import { preview } from './documents.js';
 
@@ -53,7 +53,7 @@ export async function viewScreen(main, [db, ddoc, view]) {
     h('div.row', reduce.element, group.element, field('Group level', groupLevel), field('Update the index', update), field('Per page', size)),
     h('div.row', flags.map(([option]) => checks[option].element)),
     errors,
-    h('div.row', h('button.primary', { type: 'submit', text: 'Run' }), h('span.muted', 'GET ', url)));
+    h('div.row', h('button.primary', { type: 'submit', text: 'Run' }), h('span.muted', url)));
   const syncGrouping = () => {
     group.input.disabled = groupLevel.disabled = !reduce.input.checked;
     checks.include_docs.input.disabled = reduce.input.checked;
@@ -112,10 +112,12 @@ export async function viewScreen(main, [db, ddoc, view]) {
     const parameters = params();
     const base = partitioned && partition.value.trim() ? `/${enc(db)}/_partition/${enc(partition.value.trim())}` : `/${enc(db)}`;
     const path = `${base}/_design/${enc(ddoc)}/_view/${enc(view)}`;
-    url.textContent = path + query(parameters);
+    url.textContent = parameters.keys ? `POST ${path}${query({ ...parameters, keys: undefined })} {"keys": ${parameters.keys}}` : `GET ${path}${query(parameters)}`;
     report(slot, null);
     let answer;
-    try { answer = await get(path, parameters); } catch (error) {
+    // Many keys make a long address: they go in a POST body, as CouchDB takes them.
+    const { keys, ...rest } = parameters;
+    try { answer = keys ? await post(path, { keys: JSON.parse(keys) }, rest) : await get(path, parameters); } catch (error) {
       if (mine === latest) { report(slot, error); show(results); }
       return;
     }

@@ -354,9 +354,19 @@ def design_document(page, server):
     # A key that is not JSON is caught before asking.
     page.type("#view-key", "t1")
     page.text_in("#view-option-errors", "key is not JSON")
-    page.type("#view-key", '"t1"')
+    page.find("#view-key").send_keys(Keys.CONTROL, "a")
+    page.find("#view-key").send_keys(Keys.BACKSPACE)
     page.gone("#view-option-errors p", "the error stayed")
     page.shoot("view")
+    # Keys go in a POST body.
+    for selector in ("#view-startkey", "#view-endkey"):
+        page.type(selector, "")
+    page.click("#view-descending")
+    page.type("#view-keys", '["t0", "t2"]')
+    page.click("#view-query button[type=submit]")
+    page.text_in("#view-url", 'POST /alpha/_design/app/_view/by_text')
+    page.wait(lambda d: {e.get_attribute("data-key") for e in d.find_elements(By.CSS_SELECTOR, "#view-rows tbody tr")} == {'"t0"'},
+              "the first page of keys t0 and t2 does not hold t0 only")
     # Mango's design documents are not offered as views.
     server.request("POST", "/alpha/_index", {"index": {"fields": ["n"]}, "ddoc": "mango-n", "name": "by-n"}, expect=[200])
     page.go("#/db/alpha/design")
@@ -418,6 +428,33 @@ def maintenance(page, server):
     page.go("#/tasks")
     page.heading("Active tasks")
     page.wait(lambda d: d.find_elements(By.CSS_SELECTOR, "#tasks, #no-tasks"), "no task list")
+    page.shoot("tasks")
+
+
+def javascript_checks(page, server):
+    """What the editor flags as you type in a function, before the server compiles it."""
+    cases = [
+        ("function (doc) { emit(doc._id, 1); }", None),
+        ("(doc) => { emit(doc.a / 2, /[{(]/.test(doc.b)); }", None),
+        ("function (doc) { var s = '}' + \"{\" + `${doc.x}`; /* { */ // (\n emit(s); }", None),
+        ("async function (doc) { return (1 + 2) / 3; }", None),
+        ("function (doc) { emit(doc._id, 1); ", "never closed"),
+        ("function (doc) { emit(doc._id, 1)); }", "Unexpected ')'"),
+        ("function (doc) { emit('x, 1); }", "Unterminated string"),
+        ("function (doc) { /* emit } ", "Unterminated comment"),
+        ("emit(doc._id, 1)", "Not a function"),
+        ("", "Empty"),
+    ]
+    page.go("#/")
+    results = page.driver.execute_async_script("""
+        const done = arguments[arguments.length - 1];
+        import('./js/editor.js').then((m) => done(arguments[0].map((source) => m.checkFunction(source))), (e) => done(String(e)));""",
+        [source for source, _ in cases])
+    for (source, expected), result in zip(cases, results):
+        if expected is None:
+            assert result is None, (source, result)
+        else:
+            assert result and expected in result["message"], (source, result)
 
 
 def attachments(page, server):
@@ -736,7 +773,7 @@ def admin_party(page, server):
         party.stop()
 
 
-STEPS = [sign_in, create_database, partitioned_database, create_and_edit_document, design_document, mango, maintenance,
+STEPS = [sign_in, create_database, partitioned_database, create_and_edit_document, design_document, mango, maintenance, javascript_checks,
          attachments, conflicts, replication, sync_dashboard, live_changes, server_page, narrow_and_only_this_server,
          sign_out, admin_party]
 
