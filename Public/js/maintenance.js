@@ -97,7 +97,7 @@ export async function maintenanceView(container, db) {
     if (!found.length) { show(purgeSlot, h('p.muted', { text: `${id} has no revision.` })); return; }
     const boxes = found.map((leaf) => {
       const input = h('input', { type: 'checkbox', value: leaf._rev, id: `purge-${leaf._rev}` });
-      return { input, element: h('li', h('label.inline', { for: input.id }, input, h('code', { text: leaf._rev }),
+      return { input, element: h('li', h('label.inline', { for: input.id }, input, ' ', h('code', { text: leaf._rev }), ' ',
         leaf._deleted ? h('span.badge.bad', { text: 'deleted' }) : h('span.muted', { text: JSON.stringify(leaf).slice(0, 80) }))) };
     });
     const slot = h('div');
