@@ -95,9 +95,9 @@ const routes = [
   [/^\/tasks$/, 'tasks', () => tasksScreen],
   [/^\/server$/, 'server', () => serverScreen],
   [/^\/db\/([^/]+)\/doc\/(.+)$/, 'databases', () => documentScreen],
-  [/^\/db\/([^/]+)\/new$/, 'databases', () => documentScreen],
+  [/^\/db\/([^/]+)\/new$/, 'databases', () => documentScreen, true],
   [/^\/db\/([^/]+)\/design\/([^/]+)$/, 'databases', () => designScreen],
-  [/^\/db\/([^/]+)\/new-design$/, 'databases', () => designScreen],
+  [/^\/db\/([^/]+)\/new-design$/, 'databases', () => designScreen, true],
   [/^\/db\/([^/]+)\/view\/([^/]+)\/([^/]+)$/, 'databases', () => viewScreen],
   [/^\/db\/([^/]+)(?:\/(changes|security|design|mango|maintenance))?$/, 'databases', () => databaseScreen],
 ];
@@ -113,7 +113,7 @@ export async function route() {
   const main = document.getElementById('main');
   if (!session.loaded) return;
   if (!mayBrowse()) { signInScreen(main); return; }
-  for (const [pattern, section, screen] of routes) {
+  for (const [pattern, section, screen, isNew] of routes) {
     const match = path.match(pattern);
     if (!match) continue;
     for (const link of document.querySelectorAll('.top nav a')) {
@@ -122,7 +122,8 @@ export async function route() {
     const params = match.slice(1).map((part) => (part === undefined ? undefined : decodeURIComponent(part)));
     main.replaceChildren();
     try {
-      const result = await screen()(main, params, { session, isNew: /\/new(-design)?$/.test(path) });
+      // Only the "new" routes create: a document may well be called "new".
+      const result = await screen()(main, params, { session, isNew: !!isNew });
       if (current === generation) cleanup = typeof result === 'function' ? result : null;
       else if (typeof result === 'function') result();
     } catch (error) {

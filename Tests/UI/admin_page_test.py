@@ -297,6 +297,12 @@ def create_and_edit_document(page, server):
     assert server.request("GET", "/alpha/note")["text"] == "edited"
     page.click(f'#history button[aria-label="View revision {first_rev}"]')
     page.text_in("#revision-view", '"text": "hello"')
+    # A document called "new" opens as itself, not as a blank new one.
+    server.request("PUT", "/alpha/new", {"called": "new"}, expect=[201])
+    page.go("#/db/alpha/doc/new")
+    page.heading("new")
+    page.wait(lambda d: '"called": "new"' in (page.value("#doc-editor") or ""), "the document called new did not open")
+    server.request("DELETE", "/alpha/new?rev=" + server.request("GET", "/alpha/new")["_rev"], expect=[200])
 
 
 def design_document(page, server):
