@@ -85,7 +85,9 @@ export async function syncScreen(main) {
 
   function render() {
     // Redrawing must not take the keyboard's place or close what the user opened.
-    const focused = document.activeElement?.dataset?.focusKey;
+    const active = cards.contains(document.activeElement) ? document.activeElement : null;
+    const focused = active?.dataset.focusKey ? `[data-focus-key="${CSS.escape(active.dataset.focusKey)}"]`
+      : active?.tagName === 'SUMMARY' ? `details[data-key="${CSS.escape(active.parentElement.dataset.key || '')}"] > summary` : null;
     const opened = new Set([...cards.querySelectorAll('details[open]')].map((d) => d.dataset.key));
     const shownJobs = new Set();
     const groups = docs.map((doc) => {
@@ -96,7 +98,7 @@ export async function syncScreen(main) {
     for (const job of jobs.values()) if (!shownJobs.has(job.id) && !job.doc_id) groups.push({ key: job.id, jobs: [job] });
     show(cards, groups.length ? groups.map((group) => card(group)) : h('p.muted', { text: 'No replications.' }));
     for (const details of cards.querySelectorAll('details')) if (opened.has(details.dataset.key)) details.open = true;
-    if (focused) cards.querySelector(`[data-focus-key="${CSS.escape(focused)}"]`)?.focus();
+    if (focused) cards.querySelector(focused)?.focus();
   }
 
   function card({ key, doc, jobs }) {

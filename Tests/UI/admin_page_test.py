@@ -674,6 +674,12 @@ def sync_dashboard(page, server):
         page.wait(lambda d: peer.call("GET", "/remote/while-offline")[0] == 200, "nothing replicated after the restart")
         page.click(f'{card} section[data-role="push"] details summary')
         page.find(f'{card} section[data-role="push"] ol.history li[data-state="offline"]')
+        # Live redraws keep the keyboard where it was and what was opened open.
+        server.request("PUT", "/alpha/after-restart", {"n": 2}, expect=[201])
+        page.wait(lambda d: peer.call("GET", "/remote/after-restart")[0] == 200, "nothing replicated after the restart")
+        page.wait(lambda d: "after-restart" not in page.js(f"return document.querySelector('{card}').innerText"), "pending never emptied")
+        assert page.js(f"""return document.activeElement === document.querySelector('{card} section[data-role="push"] details > summary')
+                           && document.querySelector('{card} section[data-role="push"] details').open""")
         page.exactly(f'{card} section[data-role="push"] dd.pending', "0")
         page.shoot("sync", at=card)
     finally:
