@@ -1,6 +1,6 @@
 // The databases: a paged, searchable list with counts, sizes and sequences; create; delete.
 import { get, post, put, del, enc } from './api.js';
-import { h, show, field, report, notify, confirmDialog, formatBytes, seqNumber, pager, link } from './ui.js';
+import { h, show, field, checkbox, report, notify, confirmDialog, formatBytes, seqNumber, pager, link } from './ui.js';
 
 const pageSize = 20;
 
@@ -11,8 +11,9 @@ export async function databasesScreen(main) {
   const newName = h('input', { type: 'text', name: 'db-name', autocomplete: 'off', spellcheck: 'false', required: true });
   const createSlot = h('div');
   const listSlot = h('div');
+  const partitioned = checkbox('Partitioned', { id: 'create-db-partitioned' });
   const createForm = h('form.row', { id: 'create-db', 'aria-label': 'Create a database' },
-    field('New database name', newName), h('button.primary', { type: 'submit', text: 'Create database' }));
+    field('New database name', newName), partitioned.element, h('button.primary', { type: 'submit', text: 'Create database' }));
   show(main, h('h1', { text: 'Databases' }),
     h('div.panel', createForm, createSlot),
     h('div.row', field('Search databases', search)),
@@ -21,9 +22,11 @@ export async function databasesScreen(main) {
   createForm.addEventListener('submit', async (event) => {
     event.preventDefault();
     try {
-      await put(`/${enc(newName.value)}`);
+      // A partitioned database's documents are all "partition:id" (PUT /db?partitioned=true).
+      await put(`/${enc(newName.value)}`, undefined, { partitioned: partitioned.input.checked || undefined });
       const name = newName.value;
       newName.value = '';
+      partitioned.input.checked = false;
       report(createSlot, null);
       notify(`Database ${name} created`);
       location.hash = link('db', name);
@@ -56,7 +59,8 @@ export async function databasesScreen(main) {
       const info = infos[index] || {};
       const sizes = info.sizes || {};
       return h('tr', { dataset: { db: name } },
-        h('th', { scope: 'row' }, h('a', { href: link('db', name), text: name })),
+        h('th', { scope: 'row' }, h('a', { href: link('db', name), text: name }),
+          info.props?.partitioned ? [' ', h('span.badge', { text: 'partitioned' })] : null),
         h('td.num', { text: info.doc_count ?? '–' }),
         h('td.num.hide-narrow', { text: info.doc_del_count ?? '–' }),
         h('td.num', { text: formatBytes(sizes.file), title: `active ${formatBytes(sizes.active)}, documents ${formatBytes(sizes.external)}` }),

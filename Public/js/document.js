@@ -2,6 +2,7 @@
 // history, conflicts side by side with one action to resolve them, and attachments.
 import { get, put, post, del, upload, docPath, enc } from './api.js';
 import { h, show, field, report, notify, confirmDialog, formatBytes, link, errorBox } from './ui.js';
+import { codeEditor } from './editor.js';
 
 export async function documentScreen(main, [db, id], context) {
   const again = () => documentScreen(main, [db, id], context);
@@ -19,15 +20,15 @@ export async function documentScreen(main, [db, id], context) {
   const editable = { ...doc };
   delete editable._revs_info; delete editable._conflicts; delete editable._deleted_conflicts;
 
-  const editor = h('textarea.editor#doc-editor', { spellcheck: 'false', value: JSON.stringify(editable, null, 2) });
+  const editor = codeEditor({ id: 'doc-editor', label: `Document JSON (revision ${doc._rev})`, value: JSON.stringify(editable, null, 2), rows: 20 });
   const slot = h('div#doc-errors');
   const save = h('button.primary#save-doc', { type: 'button', text: 'Save' });
   const remove = h('button.danger', { type: 'button', text: 'Delete document' });
   save.addEventListener('click', async () => {
-    let body;
-    try { body = JSON.parse(editor.value); } catch (error) { report(slot, new Error(`Not JSON: ${error.message}`)); return; }
+    const problem = editor.check();
+    if (problem) { report(slot, new Error(`Not JSON (line ${problem.line + 1}): ${problem.message}`)); return; }
     try {
-      const answer = await put(docPath(db, id), body);
+      const answer = await put(docPath(db, id), JSON.parse(editor.value));
       notify(`Saved ${id} as ${answer.rev}`);
       await again();
     } catch (error) { report(slot, error); }
@@ -47,7 +48,7 @@ export async function documentScreen(main, [db, id], context) {
   const historySlot = h('section', { 'aria-labelledby': 'history-title' });
   show(main, crumbs, h('h1', { text: id }),
     conflicts.length ? h('p', h('span.badge.bad', { text: `${conflicts.length} conflicting revision${conflicts.length > 1 ? 's' : ''}` }), ' ', h('a', { href: '#conflicts-title', text: 'see them side by side' })) : null,
-    h('div.panel', field(`Document JSON (revision ${doc._rev})`, editor), h('div.row', save, remove), slot),
+    h('div.panel', editor.element, h('div.row', save, remove), slot),
     conflictSlot, attachmentsSlot, historySlot);
 
   if (conflicts.length) await renderConflicts(conflictSlot, db, id, doc, conflicts, again);
@@ -58,12 +59,13 @@ export async function documentScreen(main, [db, id], context) {
 async function newDocument(main, db, crumbs) {
   let uuid = '';
   try { uuid = (await get('/_uuids')).uuids[0]; } catch { /* an ID can be typed */ }
-  const editor = h('textarea.editor#doc-editor', { spellcheck: 'false', value: JSON.stringify({ _id: uuid }, null, 2) });
+  const editor = codeEditor({ id: 'doc-editor', label: 'Document JSON', value: JSON.stringify({ _id: uuid }, null, 2), rows: 20 });
   const slot = h('div#doc-errors');
   const create = h('button.primary#save-doc', { type: 'button', text: 'Create document' });
   create.addEventListener('click', async () => {
-    let body;
-    try { body = JSON.parse(editor.value); } catch (error) { report(slot, new Error(`Not JSON: ${error.message}`)); return; }
+    const problem = editor.check();
+    if (problem) { report(slot, new Error(`Not JSON (line ${problem.line + 1}): ${problem.message}`)); return; }
+    const body = JSON.parse(editor.value);
     try {
       const answer = body && typeof body._id === 'string' && body._id
         ? await put(docPath(db, body._id), body) : await post(`/${enc(db)}`, body);
@@ -72,7 +74,7 @@ async function newDocument(main, db, crumbs) {
     } catch (error) { report(slot, error); }
   });
   show(main, crumbs, h('h1', { text: 'New document' }),
-    h('div.panel', field('Document JSON', editor), h('div.row', create), slot));
+    h('div.panel', editor.element, h('div.row', create), slot));
   editor.focus();
 }
 

@@ -1,14 +1,13 @@
-// The server: health figures, active tasks, users and configuration.
+// The server: health figures, users and configuration (active tasks have a screen of their own).
 import { get, put, del, docPath, enc } from './api.js';
 import { h, show, field, report, notify, errorBox, formatBytes, splitList, confirmDialog } from './ui.js';
 
 export async function serverScreen(main) {
   const health = h('section', { 'aria-labelledby': 'health-title' });
-  const tasks = h('section', { 'aria-labelledby': 'tasks-title' });
   const users = h('section', { 'aria-labelledby': 'users-title' });
   const config = h('section', { 'aria-labelledby': 'config-title' });
-  show(main, h('h1', { text: 'Server' }), health, tasks, users, config);
-  const refresh = () => Promise.all([renderHealth(health), renderTasks(tasks)]);
+  show(main, h('h1', { text: 'Server' }), health, h('p', h('a', { href: '#/tasks', text: 'Active tasks (compactions, indexing, replications)' })), users, config);
+  const refresh = () => renderHealth(health);
   await Promise.all([refresh(), renderUsers(users), renderConfig(config)]);
   const timer = setInterval(refresh, 5000);
   return () => clearInterval(timer);
@@ -35,20 +34,6 @@ async function renderHealth(container) {
       figure('Documents read', counter('couchdb', 'database_reads')),
       figure('Documents written', counter('couchdb', 'database_writes'))),
     stats.error ? h('p.muted', { text: `Statistics need a server admin (${stats.error.message}).` }) : null);
-}
-
-async function renderTasks(container) {
-  const answer = await settle(get('/_active_tasks'));
-  const rows = (answer.value || []).map((task) => h('tr',
-    h('td', { text: task.type }),
-    h('td', h('code', { text: task.replication_id || task.database || task.doc_id || '' })),
-    h('td', { text: task.status || '' }),
-    h('td', task.total ? h('progress', { max: task.total, value: task.completed || 0, 'aria-label': 'Task progress' }) : (task.progress !== undefined ? `${task.progress}%` : '')),
-    h('td', { text: task.started_on ? new Date(task.started_on * 1000).toLocaleTimeString() : '' })));
-  show(container, h('h2#tasks-title', { text: 'Active tasks' }),
-    answer.error ? errorBox(answer.error) : rows.length
-      ? h('div.table-wrap', h('table#tasks', h('thead', h('tr', ['Type', 'Task', 'Status', 'Progress', 'Started'].map((text) => h('th', { scope: 'col', text })))), h('tbody', rows)))
-      : h('p.muted', { text: 'Nothing running.' }));
 }
 
 const userPrefix = 'org.couchdb.user:';

@@ -18,6 +18,8 @@ export function h(spec, props, ...children) {
     else if (key === 'value') element.value = value;
     else if (key === 'checked' || key === 'disabled' || key === 'hidden' || key === 'selected') element[key] = !!value;
     else if (key === 'dataset') Object.assign(element.dataset, value);
+    // Added to the spec's classes, not in their place.
+    else if (key === 'class') { if (value) element.classList.add(...String(value).split(/\s+/).filter(Boolean)); }
     else if (value !== undefined && value !== null && value !== false) element.setAttribute(key, value === true ? '' : value);
   }
   append(element, children);

@@ -46,6 +46,8 @@ public final class CouchServer: RequestHandler {
     private let couchSettings: Mutex<CouchSettings>
     /// CouchDB's settings read from the configuration's entries (see `CouchSettings`).
     var settings: CouchSettings { couchSettings.withLock { $0 } }
+    /// Third-party files for the admin page, `/_utils/vendor/NAME/` (see `VendorDirectory`).
+    public let vendorDirectories: [String: String]
     let logger = Logger(label: "couchette.server")
     /// Requests, reads and feeds counted for `_stats` and `_prometheus`.
     let metrics: ServerMetrics
@@ -72,6 +74,7 @@ public final class CouchServer: RequestHandler {
         LogLevelControl.level = LogLevelControl.level(named: effective.logLevel) ?? LogLevelControl.level
         databases.maximumOpen = effective.maximumOpenDatabases
         publicDirectory = PublicDirectory.locate(configured: effective.publicDirectory)
+        vendorDirectories = VendorDirectory.locate(codeMirror: effective.codeMirrorDirectory)
         databases.maximumPartitionSize = effective.maximumPartitionSize
         databases.attachmentCompression = effective.attachmentCompression
         functions = FunctionRuntime(limits: effective.functions, securityObject: { database in

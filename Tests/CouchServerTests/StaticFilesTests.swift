@@ -123,6 +123,48 @@ import Testing
         #expect(try String(contentsOfFile: fixture.root + "/escape.txt", encoding: .utf8) == "TOP SECRET")
     }
 
+    /// `vendor/codemirror/...` comes from CodeMirror's directory (`[couchette] codemirror_dir`,
+    /// Debian's package by default) with the same refusals; the public directory's own copy wins.
+    @Test func vendorFilesComeFromTheirDirectoryAndNoFurther() throws {
+        let outside = TestServer.makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: outside) }
+        let files = FileManager.default
+        let root = outside + "/public", vendor = outside + "/codemirror"
+        try files.createDirectory(atPath: root + "/vendor/codemirror/mode", withIntermediateDirectories: true)
+        try files.createDirectory(atPath: vendor + "/lib", withIntermediateDirectories: true)
+        try "<p>page</p>".write(toFile: root + "/index.html", atomically: true, encoding: .utf8)
+        try "var CodeMirror;".write(toFile: vendor + "/lib/codemirror.js", atomically: true, encoding: .utf8)
+        try ".CodeMirror {}".write(toFile: vendor + "/lib/codemirror.css", atomically: true, encoding: .utf8)
+        try "local copy".write(toFile: root + "/vendor/codemirror/mode/own.js", atomically: true, encoding: .utf8)
+        try "TOP SECRET".write(toFile: outside + "/secret.txt", atomically: true, encoding: .utf8)
+        try files.createSymbolicLink(atPath: vendor + "/escape.js", withDestinationPath: outside + "/secret.txt")
+        try files.createSymbolicLink(atPath: vendor + "/codemirror.js", withDestinationPath: "lib/codemirror.js")
+        var configuration = ServerConfiguration.testing(admins: ["admin": "pw"])
+        configuration.publicDirectory = root
+        configuration.codeMirrorDirectory = vendor
+        let server = try TestServer(configuration: configuration)
+        defer { server.stop() }
+
+        let script = try server.request("GET", "/_utils/vendor/codemirror/lib/codemirror.js")
+        #expect(script.status == 200)
+        #expect(script.text == "var CodeMirror;")
+        #expect(script.header("Content-Type") == "text/javascript; charset=utf-8")
+        #expect(script.header("Content-Security-Policy")?.hasPrefix("default-src 'self'") == true)
+        #expect(try server.request("GET", "/_utils/vendor/codemirror/lib/codemirror.css").header("Content-Type") == "text/css; charset=utf-8")
+        // A link that stays inside the vendor directory is followed, as Debian's package has them.
+        #expect(try server.request("GET", "/_utils/vendor/codemirror/codemirror.js").text == "var CodeMirror;")
+        #expect(try server.request("GET", "/_utils/vendor/codemirror/mode/own.js").text == "local copy")
+        for path in ["/_utils/vendor/codemirror/escape.js", "/_utils/vendor/codemirror/../../secret.txt",
+                     "/_utils/vendor/codemirror/%2e%2e/secret.txt", "/_utils/vendor/codemirror/..%2F..%2Fsecret.txt",
+                     "/_utils/vendor/codemirror/lib/nothing.js", "/_utils/vendor/other/lib/codemirror.js",
+                     "/_utils/vendor/codemirror", "/_utils/vendor/codemirror/"] {
+            let response = try server.request("GET", path)
+            #expect(!response.text.contains("TOP SECRET"), "\(path)")
+            #expect(response.status == 404 || response.status == 400 || response.status == 301, "\(path): \(response.status)")
+        }
+        #expect(try server.request("GET", "/_utils/vendor/codemirror/").status == 404)
+    }
+
     /// The binary's `--public-dir` and `COUCHETTE_COUCHETTE__PUBLIC_DIR` choose the folder.
     @Test func theCommandLineChoosesTheFolder() throws {
         let directory = TestServer.makeTemporaryDirectory()

@@ -165,7 +165,7 @@ enum ConfigurationRules {
             "idle_timeout": .integer(seconds), "header_timeout": .integer(1...86400), "body_timeout": .integer(1...86400),
             "body_min_rate": .integer(1...2_147_483_647), "max_connections_per_address": .integer(1...1_000_000),
             "max_url_length": .integer(1024...1_048_576), "max_header_size": .integer(1024...1_048_576),
-            "function_memory_limit": .integer((16 << 20)...(1 << 40)), "public_dir": .path,
+            "function_memory_limit": .integer((16 << 20)...(1 << 40)), "public_dir": .path, "codemirror_dir": .path,
         ],
         "log": ["level": .choice(["debug", "trace", "info", "notice", "warning", "warn", "error", "err",
                                   "critical", "crit", "alert", "emergency", "none"])],

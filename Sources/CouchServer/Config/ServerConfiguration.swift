@@ -45,6 +45,9 @@ public struct ServerConfiguration: Sendable {
     /// `[couchette] public_dir` (`--public-dir`): the admin page's files, served at `/_utils/`;
     /// nil looks for them where `PublicDirectory` says. Read at start.
     public var publicDirectory: String?
+    /// `[couchette] codemirror_dir`: CodeMirror 5's files, served at `/_utils/vendor/codemirror/`;
+    /// nil takes Debian's `libjs-codemirror` (see `VendorDirectory`). Read at start.
+    public var codeMirrorDirectory: String?
 
     public init() {}
 
@@ -197,6 +200,7 @@ extension ServerConfiguration {
         if let allowed = bool("allow_jsonp", "chttpd", "httpd") { allowJSONP = allowed }
         if let threads = int("threads", "couchette") { listener.threadCount = threads }
         if let directory = file.value("public_dir", in: "couchette"), !directory.isEmpty { publicDirectory = directory }
+        if let directory = file.value("codemirror_dir", in: "couchette"), !directory.isEmpty { codeMirrorDirectory = directory }
         if let limit = int("max_connections", "couchette") { listener.connectionLimit = limit }
         if let seconds = int("idle_timeout", "couchette") { listener.idleTimeoutSeconds = seconds }
         if let seconds = int("header_timeout", "couchette") { listener.headerTimeoutSeconds = Double(seconds) }

@@ -5,7 +5,8 @@ import Foundation
 /// `/_utils` redirects to `/_utils/` (so the page's relative URLs resolve), a folder
 /// answers its `index.html`, and every file carries a validator (`ETag`) that browsers
 /// revalidate on each use (`no-cache`), so a new version is seen at once and an unchanged
-/// one costs a 304. Nothing outside the public directory is ever served.
+/// one costs a 304. Nothing outside the public directory (or a vendor directory, for
+/// `vendor/NAME/...`) is ever served.
 enum StaticFilesRoute {
     static func getFile(_ context: RouteContext) throws -> HTTPResponse {
         guard case .utils(let segments) = context.endpoint else { throw CouchError.notFound() }
@@ -18,7 +19,8 @@ enum StaticFilesRoute {
         }
         // Each segment names one entry: no `..`, `.`, hidden files or `%2F`-joined paths.
         guard segments.allSatisfy(isPlainName) else { throw CouchError.notFound() }
-        var path = ([root] + segments).joined(separator: "/")
+        let (base, relative) = location(of: segments, publicRoot: root, vendors: context.server.vendorDirectories)
+        var path = ([base] + relative).joined(separator: "/")
         guard var info = status(of: path) else { throw CouchError.notFound() }
         if info.isDirectory {
             guard rawPath.hasSuffix("/") else {
@@ -28,9 +30,9 @@ enum StaticFilesRoute {
             guard let index = status(of: path), !index.isDirectory else { throw CouchError.notFound() }
             info = index
         }
-        // A symbolic link may point anywhere: only what resolves inside the root is served.
+        // A symbolic link may point anywhere: only what resolves inside its root is served.
         let resolved = PublicDirectory.canonical(path)
-        guard resolved.hasPrefix(root.hasSuffix("/") ? root : root + "/"), info.isRegular else { throw CouchError.notFound() }
+        guard resolved.hasPrefix(base.hasSuffix("/") ? base : base + "/"), info.isRegular else { throw CouchError.notFound() }
 
         let etag = "\"\(String(info.size, radix: 16))-\(String(info.modified, radix: 16))\""
         var headers: [(name: String, value: String)] = [
@@ -46,6 +48,14 @@ enum StaticFilesRoute {
         }
         headers.insert(("Content-Type", contentType(of: resolved)), at: 0)
         return HTTPResponse(status: 200, headers: headers, body: .file(path: resolved, offset: 0, length: Int(info.size)))
+    }
+
+    /// The root a path is read from and the segments below it: `vendor/NAME/...` comes from
+    /// that vendor's directory (see `VendorDirectory`) unless the public directory has it itself.
+    static func location(of segments: [String], publicRoot: String, vendors: [String: String]) -> (String, [String]) {
+        guard segments.count > 2, segments[0] == "vendor", let vendor = vendors[segments[1]],
+              status(of: ([publicRoot] + segments).joined(separator: "/")) == nil else { return (publicRoot, segments) }
+        return (vendor, Array(segments.dropFirst(2)))
     }
 
     static func isPlainName(_ segment: String) -> Bool {
