@@ -141,7 +141,8 @@ enum ConfigurationRules {
     ]
 
     private static let keys: [String: [String: Kind]] = [
-        "chttpd": http.merging(["require_valid_user": .boolean, "require_valid_user_except_for_up": .boolean]) { $1 },
+        "chttpd": http.merging(["require_valid_user": .boolean, "require_valid_user_except_for_up": .boolean,
+                                "decode_plus_to_space": .boolean]) { $1 },
         "httpd": http,
         "chttpd_auth": [
             "timeout": .integer(seconds), "iterations": .integer(1...1_000_000_000),
@@ -167,6 +168,8 @@ enum ConfigurationRules {
             "max_url_length": .integer(1024...1_048_576), "max_header_size": .integer(1024...1_048_576),
             "function_memory_limit": .integer((16 << 20)...(1 << 40)), "public_dir": .path, "codemirror_dir": .path,
         ],
+        "uuids": ["algorithm": .choice(["sequential", "random", "utc_random", "utc_id"]),
+                  "max_count": .integer(1...1_000_000)],
         "log": ["level": .choice(["debug", "trace", "info", "notice", "warning", "warn", "error", "err",
                                   "critical", "crit", "alert", "emergency", "none"])],
         // Milliseconds: an Erlang timeout's range, as CouchDB's.
