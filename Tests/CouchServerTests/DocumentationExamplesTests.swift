@@ -11,7 +11,8 @@ import Testing
 /// (a fresh server, admin `admin`/`secret` in the URL) and `PEER` (a second one) set; the lines
 /// after it, up to the next command, are what it prints. Output
 /// that is JSON is compared as a pattern: every member and element shown must be there and
-/// equal (`"..."` stands for any value, and an object need not show all its members); other
+/// equal (`"..."` stands for any value, a string ending in `...` for any string that starts
+/// with what precedes it, and an object need not show all its members); other
 /// output must appear in what the command printed. A command that only reads (no `-X`, no
 /// `-d`) is tried again for a few seconds until its output matches, for what happens in the
 /// background (a replication). Blocks of other languages are not run.
@@ -146,6 +147,9 @@ struct DocumentationExample {
     static func matches(_ value: JSONValue, _ pattern: JSONValue) -> Bool {
         if pattern == "..." { return true }
         switch (value, pattern) {
+        case (.string(let text), .string(let wanted)) where wanted.hasSuffix("..."):
+            // "1-..." stands for a revision of generation 1, whatever its digest.
+            return text.hasPrefix(wanted.dropLast(3))
         case (.object(let object), .object(let wanted)):
             return wanted.allSatisfy { member in object[member.key].map { matches($0, member.value) } ?? false }
         case (.array(let items), .array(let wanted)):
