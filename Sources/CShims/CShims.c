@@ -1,4 +1,7 @@
+#define _GNU_SOURCE
 #include "CShims.h"
+#include <dlfcn.h>
+#include <pthread.h>
 #include <string.h>
 #include <netinet/in.h>
 #include <sys/mman.h>
@@ -47,6 +50,33 @@ uint32_t couchette_mhd_connection_ipv4(struct MHD_Connection *connection) {
 uint16_t couchette_mhd_bound_port(struct MHD_Daemon *daemon) {
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_BIND_PORT);
     return info ? info->port : 0;
+}
+
+typedef struct MHD_Response *(*create_from_buffer)(size_t, void *, enum MHD_ResponseMemoryMode);
+static create_from_buffer library_create_from_buffer;
+static pthread_once_t library_lookup = PTHREAD_ONCE_INIT;
+static couchette_mhd_error_page_builder error_page_builder;
+
+static void find_library_create_from_buffer(void) {
+    library_create_from_buffer = (create_from_buffer)dlsym(RTLD_NEXT, "MHD_create_response_from_buffer");
+    // Loaded before the object holding this file (a shared library build): ask it by name.
+    if (library_create_from_buffer == NULL || library_create_from_buffer == MHD_create_response_from_buffer) {
+        void *library = dlopen("libmicrohttpd.so.12", RTLD_LAZY | RTLD_NOLOAD);
+        library_create_from_buffer = library ? (create_from_buffer)dlsym(library, "MHD_create_response_from_buffer") : NULL;
+    }
+}
+
+void couchette_mhd_set_error_page_builder(couchette_mhd_error_page_builder builder) {
+    __atomic_store_n(&error_page_builder, builder, __ATOMIC_RELEASE);
+}
+
+struct MHD_Response *MHD_create_response_from_buffer(size_t size, void *buffer, enum MHD_ResponseMemoryMode mode) {
+    pthread_once(&library_lookup, find_library_create_from_buffer);
+    couchette_mhd_error_page_builder builder = __atomic_load_n(&error_page_builder, __ATOMIC_ACQUIRE);
+    if (builder != NULL && mode == MHD_RESPMEM_PERSISTENT && size >= 6 && memcmp(buffer, "<html>", 6) == 0) {
+        return builder(buffer, size);
+    }
+    return library_create_from_buffer ? library_create_from_buffer(size, buffer, mode) : NULL;
 }
 
 void couchette_release_pages(void *start, size_t length) {

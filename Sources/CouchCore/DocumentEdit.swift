@@ -35,8 +35,9 @@ public struct DocumentEdit: Sendable {
         "_replication_stats",
     ]
 
-    /// Reads a document object, after CouchDB's `couch_doc:transfer_fields`.
-    public init(json: JSONValue) throws(CouchError) {
+    /// Reads a document object, after CouchDB's `couch_doc:transfer_fields`. `isLocal`: the
+    /// document is a `_local` one whatever its `_id` says (it is named by the URL).
+    public init(json: JSONValue, isLocal: Bool = false) throws(CouchError) {
         guard let object = json.objectValue else {
             throw CouchError(.badRequest, "Document must be a JSON object")
         }
@@ -44,6 +45,7 @@ public struct DocumentEdit: Sendable {
         var revision: RevisionID?
         var isDeleted = false
         var history: RevisionHistory?
+        var historyValue: JSONValue?
         var attachments: JSONObject?
         for (key, value) in object where key.utf8.first == UInt8(ascii: "_") {
             switch key {
@@ -60,7 +62,7 @@ public struct DocumentEdit: Sendable {
             case "_deleted":
                 isDeleted = value.boolValue ?? false
             case "_revisions":
-                history = try RevisionHistory(json: value)
+                historyValue = value
             case "_attachments":
                 guard let attachmentObject = value.objectValue else {
                     throw CouchError(.badRequest, "_attachments must be an object")
@@ -69,6 +71,15 @@ public struct DocumentEdit: Sendable {
             default:
                 if Self.ignoredSpecialMembers.contains(key) || Self.replicationMembers.contains(key) { continue }
                 throw CouchError(.documentValidation, "Bad special document member: \(key)")
+            }
+        }
+        if let historyValue {
+            // A `_local` document has no revision tree: CouchDB checks only the form of its
+            // `_revisions` (its replicator writes `{"start": 0, "ids": ["1"]}` in checkpoints).
+            if isLocal || id?.isLocal == true {
+                try RevisionHistory.checkForm(historyValue)
+            } else {
+                history = try RevisionHistory(json: historyValue)
             }
         }
         // The parser's keys are unique already: keep its order, drop the special members

@@ -18,20 +18,12 @@ public struct RevisionHistory: Sendable, Equatable {
         ids.enumerated().map { RevisionID(generation: start - $0.offset, digest: $0.element) }
     }
 
-    /// Checked as CouchDB's `couch_doc:transfer_fields` checks it, with its reasons.
+    /// Checked as CouchDB's `couch_doc:transfer_fields` checks it, with its reasons, and as a
+    /// revision tree needs it (a non-empty list no longer than `start`).
     public init(json: JSONValue) throws(CouchError) {
-        guard let object = json.objectValue else {
-            throw CouchError(.badRequest, "_revisions must be an object with integer 'start' and array 'ids'")
-        }
-        guard let start = object["start"]?.intValue else {
-            throw CouchError(.documentValidation, "_revisions.start isn't an integer.")
-        }
-        guard let idValues = object["ids"]?.arrayValue else {
-            throw CouchError(.documentValidation, "_revisions.ids isn't a array.")
-        }
+        let (start, idValues) = try Self.checkForm(json)
         var ids: [String] = []
-        for value in idValues {
-            guard let id = value.stringValue else { throw CouchError(.documentValidation, "RevId isn't a string") }
+        for id in idValues.compactMap(\.stringValue) {
             guard !id.isEmpty else { throw CouchError(.badRequest, "_revisions ids must be non-empty strings") }
             // Digests as RevisionID holds them: 32 hex digits in lower case.
             ids.append(RevisionID(generation: 1, digest: id).normalizedDigest)
@@ -41,6 +33,23 @@ public struct RevisionHistory: Sendable, Equatable {
         }
         self.start = start
         self.ids = ids
+    }
+
+    /// What CouchDB's `couch_doc:transfer_fields` checks of any document's `_revisions`: an
+    /// object, an integer `start`, a list of string `ids`.
+    @discardableResult
+    public static func checkForm(_ json: JSONValue) throws(CouchError) -> (start: Int, ids: [JSONValue]) {
+        guard let object = json.objectValue else {
+            throw CouchError(.badRequest, "_revisions must be an object with integer 'start' and array 'ids'")
+        }
+        guard let start = object["start"]?.intValue else {
+            throw CouchError(.documentValidation, "_revisions.start isn't an integer.")
+        }
+        guard let ids = object["ids"]?.arrayValue else {
+            throw CouchError(.documentValidation, "_revisions.ids isn't a array.")
+        }
+        guard ids.allSatisfy({ $0.stringValue != nil }) else { throw CouchError(.documentValidation, "RevId isn't a string") }
+        return (start, ids)
     }
 
     public var json: JSONValue {

@@ -81,7 +81,7 @@ public final class SpooledBlob: @unchecked Sendable {
 
     /// Moves the bytes into place in the store (blocking: it syncs the file); the write
     /// that passes the result to `bulkUpdate` hands it over there.
-    func commit() throws(CouchError) -> StagedBlob {
-        try store.commit(writer)
+    func commit(compressing: Bool) throws(CouchError) -> StagedBlob {
+        try store.commit(writer, compressing: compressing)
     }
 }

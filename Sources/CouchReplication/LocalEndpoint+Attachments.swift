@@ -1,6 +1,5 @@
 import CouchCore
 import CouchStore
-import Foundation
 
 /// The attachment road through the store: a local source hands over its blob files (read
 /// as they are sent or copied, never loaded whole); a local target receives bodies into its
@@ -30,7 +29,8 @@ extension LocalEndpoint {
         var bodies: [AttachmentBody] = []
         var absentBody: String?
         for attachment in stored.attachments {
-            guard attachment.revpos > threshold else {
+            // No ancestor in common: every body (even one a replicated write left at revpos 0).
+            guard threshold == 0 || attachment.revpos > threshold else {
                 attachments[attachment.name] = stub(attachment)
                 continue
             }
@@ -93,39 +93,21 @@ extension LocalEndpoint {
         }
     }
 
-    /// A body as a blob of `store`, held in flight for the write.
+    /// A body as a blob of `store`, held in flight for the write: compressed when it comes
+    /// unencoded and its type is compressible, as CouchDB stores what it receives.
     private static func stage(_ body: AttachmentBody, in store: AttachmentStore) throws -> StagedBlob {
+        let compressing = store.compresses(contentType: body.contentType, encoding: body.encoding)
         switch body.content {
         case .blob(let blob) where blob.store === store:
-            return try blob.commit()
+            return try blob.commit(compressing: compressing)
         case .blob(let blob):
-            return try copy(path: blob.path, into: store)
+            return try store.ingest(contentsOf: blob.path, compressing: compressing)
         case .bytes(let bytes):
-            return try store.ingest(bytes)
+            return try store.ingest(bytes, compressing: compressing)
         case .file(let path):
-            return try copy(path: path, into: store)
+            return try store.ingest(contentsOf: path, compressing: compressing)
         case .spooled(let file):
-            return try copy(path: file.path, into: store)
+            return try store.ingest(contentsOf: file.path, compressing: compressing)
         }
-    }
-
-    /// Copies a file into the store a megabyte at a time.
-    private static func copy(path: String, into store: AttachmentStore) throws -> StagedBlob {
-        let descriptor = Glibc.open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { throw CouchError.internalError("attachment body \(path) cannot be read") }
-        defer { close(descriptor) }
-        let writer = try store.makeWriter()
-        var buffer = [UInt8](repeating: 0, count: 1 << 20)
-        while true {
-            let count = buffer.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress!, $0.count) }
-            if count < 0 && errno == EINTR { continue }
-            guard count >= 0 else {
-                writer.abandon()
-                throw CouchError.internalError("attachment body \(path) cannot be read")
-            }
-            if count == 0 { break }
-            try buffer.withUnsafeBytes { try writer.write(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
-        }
-        return try store.commit(writer)
     }
 }

@@ -101,7 +101,8 @@ final class Acceptor: @unchecked Sendable {
             let count = epoll_wait(poller, &events, Int32(events.count), 100)
             for index in 0..<max(0, Int(count)) {
                 let descriptor = events[index].data.fd
-                if descriptor == listenDescriptor { acceptAll() } else { examine(descriptor) }
+                let hangup = events[index].events & (EPOLLRDHUP.rawValue | EPOLLHUP.rawValue | EPOLLERR.rawValue) != 0
+                if descriptor == listenDescriptor { acceptAll() } else { examine(descriptor, peerClosed: hangup) }
             }
             expire(now: Self.now())
         }
@@ -180,7 +181,10 @@ final class Acceptor: @unchecked Sendable {
         if reserve < 0 { usleep(50_000) }   // nothing to answer with: let clients leave first
     }
 
-    private func examine(_ descriptor: Int32) {
+    /// Reads (peeks at) what a pending connection has sent. `peerClosed`: the client has shut
+    /// down its side, so a head still incomplete never will be, and the connection is closed
+    /// now (`MSG_PEEK` sees the bytes before the end, never the end itself).
+    private func examine(_ descriptor: Int32, peerClosed: Bool = false) {
         guard let state = pending[descriptor] else { return }
         if state.closing {
             var sink = [UInt8](repeating: 0, count: 4096)
@@ -196,6 +200,7 @@ final class Acceptor: @unchecked Sendable {
         guard count > 0 else { return }
         let head = buffer[..<count]
         guard let end = Self.endOfHead(head) else {
+            if peerClosed { return forget(descriptor) }
             if count >= buffer.count {
                 let lineEnds = head.firstIndex(of: 10) != nil
                 refuse(descriptor, address: state.address, status: lineEnds ? 431 : 414,
@@ -212,9 +217,10 @@ final class Acceptor: @unchecked Sendable {
         handOff(descriptor, state.address)
     }
 
-    /// The request line and headers: sizes and body framing.
+    /// The request line and headers: sizes and body framing. Lines may end with a bare LF, as
+    /// libmicrohttpd (and CouchDB) accept.
     private func check(_ head: [UInt8]) -> (Int, CouchError)? {
-        let lines = head.split(separator: 10, omittingEmptySubsequences: false)
+        let lines = head.split(separator: 10, omittingEmptySubsequences: false).map { $0.last == 13 ? $0.dropLast() : $0 }
         guard let requestLine = lines.first else { return nil }
         let parts = requestLine.split(separator: 32)
         if parts.count >= 2, parts[1].count > limits.maximumURLLength {
@@ -227,27 +233,42 @@ final class Acceptor: @unchecked Sendable {
         if head.count - requestLine.count > limits.maximumHeaderSize {
             return (431, CouchError(.headerTooLarge, "Request headers are too large"))
         }
-        var lengths: Set<String> = []
-        var chunked = false
+        var lengths: [String] = []
+        var codings: [String] = []
         for line in lines.dropFirst() {
             guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { continue }
             let name = String(decoding: line[..<colon], as: UTF8.self).lowercased()
             let value = String(decoding: line[(colon + 1)...], as: UTF8.self).trimmingWhitespace()
             if name == "content-length" {
-                lengths.formUnion(value.split(separator: ",").map { $0.trimmingWhitespace() })
+                lengths.append(value)
             } else if name == "transfer-encoding" {
-                chunked = true
+                codings.append(value)
             }
         }
-        if lengths.count > 1 { return (400, CouchError.badRequest("Conflicting Content-Length headers")) }
+        if !codings.isEmpty {
+            // libmicrohttpd decodes `chunked` alone; any other coding it would take for a body
+            // that ends with the connection (CouchDB answers `unknown_transfer_encoding` too).
+            let coding = codings.joined(separator: ", ")
+            guard coding.lowercased() == "chunked" else { return (501, Self.unknownTransferEncoding(coding)) }
+            if !lengths.isEmpty { return (400, CouchError.badRequest("Content-Length and Transfer-Encoding must not both be given")) }
+            return nil
+        }
+        if Set(lengths.flatMap { $0.split(separator: ",").map { $0.trimmingWhitespace() } }).count > 1 {
+            return (400, CouchError.badRequest("Conflicting Content-Length headers"))
+        }
         if let length = lengths.first {
-            if chunked { return (400, CouchError.badRequest("Content-Length and Transfer-Encoding must not both be given")) }
+            // One number per header: libmicrohttpd reads no list (`7, 7`), and would answer
+            // it with its own page (and its status line twice).
             guard !length.isEmpty, length.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) else {
                 return (400, CouchError.badRequest("Invalid Content-Length"))
             }
             if UInt64(length) == nil { return (413, CouchError(.tooLarge, "Request body is too large")) }
         }
         return nil
+    }
+
+    static func unknownTransferEncoding(_ coding: String) -> CouchError {
+        CouchError(.notImplemented, coding, name: "unknown_transfer_encoding")
     }
 
     // MARK: - Bookkeeping
@@ -293,20 +314,23 @@ final class Acceptor: @unchecked Sendable {
 
     // MARK: - Helpers
 
+    /// Where the head ends: after the first empty line, its line ends CRLF or a bare LF.
     private static func endOfHead(_ bytes: ArraySlice<UInt8>) -> Int? {
         var index = bytes.startIndex
-        while index + 3 < bytes.endIndex {
-            if bytes[index] == 13, bytes[index + 1] == 10, bytes[index + 2] == 13, bytes[index + 3] == 10 { return index + 4 }
-            index += 1
+        while let newline = bytes[index...].firstIndex(of: 10) {
+            let next = newline + 1
+            if next < bytes.endIndex, bytes[next] == 10 { return next + 1 }
+            if next + 1 < bytes.endIndex, bytes[next] == 13, bytes[next + 1] == 10 { return next + 2 }
+            index = next
         }
         return nil
     }
 
     static func response(status: Int, _ error: CouchError) -> [UInt8] {
         let reasons = [400: "Bad Request", 413: "Request Entity Too Large", 414: "URI Too Long",
-                       431: "Request Header Fields Too Large", 503: "Service Unavailable"]
+                       431: "Request Header Fields Too Large", 501: "Not Implemented", 503: "Service Unavailable"]
         var body: [UInt8] = []
-        JSONValue.object(["error": JSONValue(error.kind.rawValue), "reason": JSONValue(error.reason)]).write(to: &body)
+        error.json.write(to: &body)
         body.append(10)
         let head = "HTTP/1.1 \(status) \(reasons[status] ?? "Error")\r\nContent-Type: application/json\r\n"
             + "Server: \(ServerInfo.serverHeader)\r\nDate: \(HTTPDate.now())\r\nCache-Control: must-revalidate\r\n"

@@ -50,7 +50,7 @@ public final class CouchServer: RequestHandler {
     /// their data directory. Refuses to serve beyond loopback with no admin.
     public init(databases: DatabaseManager, configuration: ServerConfiguration) throws {
         self.databases = databases
-        liveConfiguration = try LiveConfiguration(base: configuration, directory: databases.directory)
+        liveConfiguration = LiveConfiguration(base: configuration, directory: databases.directory)
         let effective = try liveConfiguration.effective(firstTime: true)
         let holder = AccessControlHolder(try AccessControl(configuration: effective, databases: databases))
         accessControlHolder = holder
@@ -58,6 +58,7 @@ public final class CouchServer: RequestHandler {
         databases.maximumOpen = effective.maximumOpenDatabases
         publicDirectory = PublicDirectory.locate(configured: effective.publicDirectory)
         databases.maximumPartitionSize = effective.maximumPartitionSize
+        databases.attachmentCompression = effective.attachmentCompression
         functions = FunctionRuntime(limits: effective.functions, securityObject: { database in
             (try? holder.current.securityObject(of: database).json) ?? [:]
         })
@@ -130,6 +131,7 @@ public final class CouchServer: RequestHandler {
         databases.maximumOpen = configuration.maximumOpenDatabases
         scheduler.configuration = configuration.replicator
         databases.maximumPartitionSize = configuration.maximumPartitionSize
+        databases.attachmentCompression = configuration.attachmentCompression
     }
 
     /// True when no admin is configured and every client is one (CouchDB's admin party).
@@ -215,7 +217,10 @@ public final class CouchServer: RequestHandler {
               let database = try? databases.database(name) else { return nil }
         switch endpoint {
         case .attachment:
-            return try? BlobUploadSink(store: database.attachments)
+            // Compressible types are compressed as they arrive (CouchDB's default for `Content-Type`).
+            let compressing = database.attachments.compresses(contentType: headers["content-type"] ?? "application/octet-stream",
+                                                              encoding: nil)
+            return try? BlobUploadSink(store: database.attachments, compressing: compressing)
         case .document(_, let id) where !id.isLocal:
             guard let contentType = headers["content-type"], contentType.lowercased().hasPrefix("multipart/related"),
                   let boundary = MultipartReader.boundary(fromContentType: contentType) else { return nil }

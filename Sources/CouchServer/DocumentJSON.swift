@@ -53,6 +53,11 @@ struct AttachmentRenderOptions: Sendable {
         }
     }
 
+    /// Bodies of every attachment are sent (but those `atts_since` covers), whatever the query said.
+    mutating func sendsAll() {
+        if mode == .stubs { mode = .data }
+    }
+
     /// The attachments of `revision` whose data is sent (rather than a stub).
     func sending(_ revision: StoredRevision, record: DocumentRecord?) -> [AttachmentInfo] {
         guard mode != .stubs else { return [] }
@@ -61,7 +66,8 @@ struct AttachmentRenderOptions: Sendable {
             let history = Set(record.tree.history(of: revision.revision))
             threshold = since.filter { history.contains($0) }.map(\.generation).max() ?? 0
         }
-        return revision.attachments.filter { $0.revpos > threshold }
+        // No ancestor in common: every body (even one a replicated write left at revpos 0).
+        return threshold == 0 ? revision.attachments : revision.attachments.filter { $0.revpos > threshold }
     }
 
     /// An attachment's bytes as clients see them (decompressed when stored gzip).
@@ -151,7 +157,6 @@ enum DocumentJSON {
                 output.append(contentsOf: #","data":""#.utf8)
                 Base64.encode(try options.identityData(attachment, documentID: revision.id.rawValue), into: &output)
                 output.append(UInt8(ascii: "\""))
-                encodingInfo = false
             }
             if encodingInfo, let encoding = attachment.encoding {
                 output.append(contentsOf: #","encoding":"#.utf8)

@@ -165,8 +165,10 @@ public enum Endpoint: Sendable, Equatable {
         let rest = decoded.dropFirst(2)
         switch second {
         case "_local":
-            guard !rest.isEmpty else { throw CouchError.badRequest("Missing _local document id") }
-            self = .document(database, try DocumentID.validated(DocumentID.localPrefix + rest.joined(separator: "/")))
+            guard let name = rest.first else { throw CouchError.badRequest("Invalid _local document id.") }
+            // CouchDB's chttpd_db: a path beyond the ID would name an attachment.
+            guard rest.count == 1 else { throw CouchError.badRequest("_local documents do not accept attachments.") }
+            self = .document(database, try DocumentID.validated(DocumentID.localPrefix + name))
         case "_design":
             guard let name = rest.first else { throw CouchError.badRequest("Missing _design document id") }
             // Validated as `_design%2F...` is: the same ID must be refused whichever way it is written.

@@ -77,10 +77,13 @@ public protocol ResponseStream: AnyObject, Sendable {
     /// longpoll feed) rather than producing a long body: its connection then keeps a small
     /// send block, since thousands of them may be open at once.
     var waitsForEvents: Bool { get }
+    /// The length of the whole body when known in advance (sent as `Content-Length`, not chunked).
+    var contentLength: Int? { get }
 }
 
 extension ResponseStream {
     var waitsForEvents: Bool { false }
+    var contentLength: Int? { nil }
 }
 
 /// A response whose status is not known yet (`POST /_replicate` waits for its replication):

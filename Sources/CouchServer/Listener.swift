@@ -52,17 +52,18 @@ public final class Listener: @unchecked Sendable {
     private var connectionCount = 0
     private var connectionsByAddress: [UInt32: Int] = [:]
 
-    /// Connections libmicrohttpd holds now (change feeds waiting included).
+    /// Connections handed to libmicrohttpd and not closed yet (change feeds waiting included),
+    /// counted from the hand-off: libmicrohttpd takes them in on its worker's next turn.
     public var openConnectionCount: Int { connectionsLock.withLock { connectionCount } }
 
     func openConnections(from address: UInt32) -> Int {
         connectionsLock.withLock { connectionsByAddress[address, default: 0] }
     }
 
-    fileprivate func connectionOpened(_ opened: Bool, address: UInt32) {
+    fileprivate func countConnection(_ change: Int, address: UInt32) {
         connectionsLock.withLock {
-            connectionCount += opened ? 1 : -1
-            let count = connectionsByAddress[address, default: 0] + (opened ? 1 : -1)
+            connectionCount += change
+            let count = connectionsByAddress[address, default: 0] + change
             connectionsByAddress[address] = count > 0 ? count : nil
         }
     }
@@ -89,17 +90,28 @@ public final class Listener: @unchecked Sendable {
             | MHD_USE_SUPPRESS_DATE_NO_CLOCK.rawValue
             // Connections come from the `Acceptor`, once their first request's head is in.
             | MHD_USE_NO_LISTEN_SOCKET.rawValue)
+        // Settings are range-checked where they are read (`ConfigurationRules`); an embedding
+        // application's own values must not trap here either.
+        guard (0...65535).contains(configuration.port) else { throw CouchError.badRequest("port must be 0 to 65535") }
         options.port = UInt16(configuration.port)
         options.bind_address = address.s_addr
-        options.thread_pool_size = UInt32(configuration.threadCount)
-        options.connection_limit = UInt32(configuration.connectionLimit)
-        options.connection_timeout_seconds = UInt32(configuration.idleTimeoutSeconds)
+        options.thread_pool_size = UInt32(clamping: max(1, configuration.threadCount))
+        // The connection limit is the `Acceptor`'s, never libmicrohttpd's: 0.9.75 keeps a worker's
+        // mutex locked when a connection given with MHD_add_connection finds that worker at its
+        // limit (fixed in 1.0.0), and the worker never runs again; its connections stay open
+        // (CLOSE-WAIT) for good. It picks the worker by descriptor number and counts only the
+        // connections that worker has taken in, so one worker reaches its share well before the
+        // daemon is full. Each worker may hold every connection the Acceptor allows, and more.
+        let perWorker = min(max(0, configuration.connectionLimit), 1 << 31) + 1024
+        options.connection_limit = UInt32(clamping: min(max(1, configuration.threadCount), 1 << 16) * perWorker)
+        options.connection_timeout_seconds = UInt32(clamping: configuration.idleTimeoutSeconds)
         // Each connection's buffer holds the request line and headers (and the response head).
         // libmicrohttpd keeps each connection's request line and headers in this pool (and
         // clears it for every request), so it is sized to the limits, not beyond.
         options.connection_memory_limit = max(64 * 1024,
                                               configuration.maximumURLLength + configuration.maximumHeaderSize + 16 * 1024)
         let context = Unmanaged.passUnretained(self).toOpaque()
+        couchette_mhd_set_error_page_builder(errorPage)
         guard let daemon = couchette_mhd_start(&options, accessHandler, context, requestCompleted, context,
                                                connectionNotified, context) else {
             throw CouchError.internalError("cannot start the HTTP daemon")
@@ -117,6 +129,8 @@ public final class Listener: @unchecked Sendable {
                                     openConnections: { [unowned self] in openConnectionCount },
                                     openConnectionsFrom: { [unowned self] in openConnections(from: $0) }) { descriptor, peer in
                 var peer = peer
+                // Counted before libmicrohttpd may close it (its worker notifies the close).
+                self.countConnection(1, address: peer.sin_addr.s_addr)
                 let added = withUnsafePointer(to: &peer) {
                     $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
                         MHD_add_connection(daemon, descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
@@ -124,7 +138,10 @@ public final class Listener: @unchecked Sendable {
                 }
                 // libmicrohttpd closes a connection it cannot take: its client sees it closed
                 // without an answer, which only this line explains.
-                if added != .YES { self.logger.warning("libmicrohttpd refused a connection; it was closed unanswered") }
+                if added != .YES {
+                    self.countConnection(-1, address: peer.sin_addr.s_addr)
+                    self.logger.warning("libmicrohttpd refused a connection; it was closed unanswered")
+                }
             }
         } catch {
             MHD_stop_daemon(daemon)
@@ -340,23 +357,42 @@ public final class Listener: @unchecked Sendable {
             // client), and it is allocated and zeroed with every response: a feed's rows are small
             // and thousands of feeds may wait at once, so theirs is small.
             let block = stream.waitsForEvents ? 1024 : 32 * 1024
-            mhdResponse = MHD_create_response_from_callback(UInt64.max, block, streamReader, box, streamReleased)
+            let size = stream.contentLength.map { UInt64($0) } ?? UInt64.max // MHD_SIZE_UNKNOWN: chunked
+            mhdResponse = MHD_create_response_from_callback(size, block, streamReader, box, streamReleased)
             connection.begin()
         }
         guard let mhdResponse else { return .NO }
         for (name, value) in response.headers where name == "Set-Cookie" { MHD_add_response_header(mhdResponse, name, value) }
         for (name, value) in response.headers where name != "Set-Cookie" { MHD_add_response_header(mhdResponse, name, value) }
-        MHD_add_response_header(mhdResponse, "Server", ServerInfo.serverHeader)
-        MHD_add_response_header(mhdResponse, "Date", HTTPDate.now())
-        // One `Cache-Control`: the response's own, or CouchDB's default.
-        if response.header("Cache-Control") == nil { MHD_add_response_header(mhdResponse, "Cache-Control", "must-revalidate") }
-        if response.header("X-Couch-Request-ID") == nil {
-            MHD_add_response_header(mhdResponse, "X-Couch-Request-ID", RequestForms.requestID())
-        }
+        Self.addCommonHeaders(to: mhdResponse, cacheControl: response.header("Cache-Control") == nil,
+                              requestID: response.header("X-Couch-Request-ID") == nil)
         if closing { MHD_add_response_header(mhdResponse, "Connection", "close") }
         let result = MHD_queue_response(state.connection, UInt32(response.status), mhdResponse)
         MHD_destroy_response(mhdResponse)
         return result
+    }
+
+    /// `Server`, `Date`, and unless the response has its own, CouchDB's default `Cache-Control`
+    /// and a request ID.
+    fileprivate static func addCommonHeaders(to response: OpaquePointer, cacheControl: Bool = true, requestID: Bool = true) {
+        MHD_add_response_header(response, "Server", ServerInfo.serverHeader)
+        MHD_add_response_header(response, "Date", HTTPDate.now())
+        if cacheControl { MHD_add_response_header(response, "Cache-Control", "must-revalidate") }
+        if requestID { MHD_add_response_header(response, "X-Couch-Request-ID", RequestForms.requestID()) }
+    }
+
+    /// What libmicrohttpd's own error pages (0.9.75's texts) say, as CouchDB's errors; it
+    /// sends them with their status (and `Connection: close`). Nil for a Content-Length it
+    /// cannot read: it would send that answer's head twice (it builds it again once the
+    /// headers are parsed), so the connection is closed instead. Only a kept-alive
+    /// connection's later request gets there: the `Acceptor` answers a first one.
+    static func libraryError(page: String) -> CouchError? {
+        if page.contains("chunked encoding") { return .badRequest("Invalid chunked encoding of the request body") }
+        if page.contains("chunk size") { return CouchError(.tooLarge, "A chunk of the request body is too large") }
+        if page.contains("Content-Length") { return nil }
+        if page.contains("header was too big") { return CouchError(.headerTooLarge, "Request line or headers are too large") }
+        if page.contains("Internal server error") { return CouchError(.unknownError, "internal error") }
+        return .badRequest("Malformed request")
     }
 
     fileprivate func completed(state raw: UnsafeMutableRawPointer) {
@@ -402,9 +438,27 @@ private let requestCompleted: MHD_RequestCompletedCallback = { context, _, state
 private let connectionNotified: MHD_NotifyConnectionCallback = { context, connection, _, code in
     guard let context else { return }
     let listener = Unmanaged<Listener>.fromOpaque(context).takeUnretainedValue()
-    guard let connection else { return }
-    listener.connectionOpened(code.rawValue == 0,   // MHD_CONNECTION_NOTIFY_STARTED
-                              address: couchette_mhd_connection_ipv4(connection))
+    // Opened connections are counted when handed over (`Listener.start`), closed ones here.
+    guard let connection, code.rawValue == 1 else { return }   // MHD_CONNECTION_NOTIFY_CLOSED
+    listener.countConnection(-1, address: couchette_mhd_connection_ipv4(connection))
+}
+
+/// libmicrohttpd's answer to a request it refuses itself, as CouchDB's JSON (see CShims.h).
+private let errorPage: couchette_mhd_error_page_builder = { message, length in
+    guard let message else { return nil }
+    let page = String(decoding: UnsafeRawBufferPointer(start: message, count: length), as: UTF8.self)
+    guard let error = Listener.libraryError(page: page) else { return nil }
+    var body: [UInt8] = []
+    error.json.write(to: &body)
+    body.append(10)
+    let response = body.withUnsafeBytes { raw in
+        MHD_create_response_from_buffer(raw.count, UnsafeMutableRawPointer(mutating: raw.baseAddress),
+                                        MHD_ResponseMemoryMode(rawValue: 2)!) // MHD_RESPMEM_MUST_COPY
+    }
+    guard let response else { return nil }
+    MHD_add_response_header(response, "Content-Type", "application/json")
+    Listener.addCommonHeaders(to: response)
+    return response
 }
 
 private let streamReader: MHD_ContentReaderCallback = { context, _, buffer, maximum in

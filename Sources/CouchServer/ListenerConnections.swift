@@ -51,7 +51,10 @@ final class RequestState {
         }
         // Repeated headers arrive joined by ", ". Two different lengths, or a length beside
         // a transfer coding, could frame the body differently for a proxy in front of us.
-        if let lengths = headers["content-length"] {
+        if let coding = headers["transfer-encoding"], coding.lowercased() != "chunked" {
+            // libmicrohttpd decodes `chunked` alone (see `Acceptor.check`).
+            framingError = Acceptor.unknownTransferEncoding(coding)
+        } else if let lengths = headers["content-length"] {
             if lengths.utf8.contains(UInt8(ascii: ",")), Set(lengths.split(separator: ",").map { $0.trimmingWhitespace() }).count > 1 {
                 framingError = CouchError.badRequest("Conflicting Content-Length headers")
             } else if headers["transfer-encoding"] != nil {
@@ -171,7 +174,9 @@ final class StreamConnection: @unchecked Sendable {
 
 /// A connection waiting for a deferred response: suspended until it is delivered, then
 /// resumed so that libmicrohttpd calls the access handler again, which queues it. While it
-/// waits, its socket is watched: a client that hangs up cancels the work (`cancellation`).
+/// waits, its socket is watched: a client that hangs up cancels the work (`cancellation`)
+/// and is answered at once, so libmicrohttpd closes the connection now rather than when the
+/// work ends (a suspended connection is not polled: it would stay in CLOSE-WAIT until then).
 final class DeferredConnection: @unchecked Sendable {
     private let connection: OpaquePointer
     private let descriptor: Int32
@@ -197,7 +202,10 @@ final class DeferredConnection: @unchecked Sendable {
         if response != nil { return false }
         suspended = true
         MHD_suspend_connection(connection)
-        listener?.hangups?.watch(descriptor) { [cancellation] in cancellation.cancel() }
+        listener?.hangups?.watch(descriptor) { [weak self, cancellation] in
+            cancellation.cancel()
+            self?.deliver(.error(CouchError.clientGone))
+        }
         return true
     }
 

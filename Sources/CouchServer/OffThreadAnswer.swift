@@ -24,6 +24,8 @@ final class OffThreadAnswer: DeferredResponse, @unchecked Sendable {
     /// (functions, scans) stops when the client hangs up.
     func start(cancellation: RequestCancellation, deliver: @escaping @Sendable (HTTPResponse) -> Void) {
         queue.submit(owner: owner) { [answer] in
+            // Its client left while it queued: nobody would read the answer.
+            if cancellation.isCancelled { return deliver(.error(CouchError.clientGone)) }
             deliver(RequestCancellation.withCurrent(cancellation) { answer() })
         }
     }

@@ -21,6 +21,14 @@ public final class AttachmentStore: @unchecked Sendable {
     /// Blobs a failed write's cleanup is deciding about, and whether a write staged one
     /// meanwhile (that write may have committed a reference: the blob must stay).
     private var watched: [String: (watchers: Int, restaged: Bool)] = [:]
+    private var compressionSetting = AttachmentCompression()
+
+    /// `[attachments] compressible_types` and `compression_level`: which unencoded
+    /// attachments are stored gzip-compressed (set by the `DatabaseManager`).
+    public var compression: AttachmentCompression {
+        get { lock.withLock { compressionSetting } }
+        set { lock.withLock { compressionSetting = newValue } }
+    }
 
     init(directory: String) throws(CouchError) {
         self.directory = directory
@@ -78,20 +86,67 @@ public final class AttachmentStore: @unchecked Sendable {
 
     public func path(for key: String) -> String { directory + "/" + key }
 
-    /// A blob being written piece by piece (an upload streamed from the network).
-    public func makeWriter() throws(CouchError) -> BlobWriter {
-        try BlobWriter(directory: stagingDirectory)
+    /// A blob being written piece by piece (an upload streamed from the network);
+    /// `compressing`: stored gzip-compressed (see `compression`).
+    public func makeWriter(compressing: Bool = false) throws(CouchError) -> BlobWriter {
+        let compression = self.compression
+        return try BlobWriter(directory: stagingDirectory,
+                              compressionLevel: compressing && compression.isEnabled ? compression.level : nil)
     }
 
-    /// Stores bytes already in memory (inline base64 data).
-    public func ingest(_ bytes: [UInt8]) throws -> StagedBlob {
-        let writer = try makeWriter()
+    /// Whether an attachment of this type and encoding is stored compressed.
+    public func compresses(contentType: String?, encoding: String?) -> Bool {
+        compression.compresses(contentType: contentType, encoding: encoding)
+    }
+
+    /// Stores bytes already in memory (inline base64 data), compressed when `compressing`.
+    public func ingest(_ bytes: [UInt8], compressing: Bool = false) throws -> StagedBlob {
+        let writer = try makeWriter(compressing: compressing)
         do {
             try writer.write(bytes)
             return try commit(writer)
         } catch {
             writer.abandon()
             throw error
+        }
+    }
+
+    /// Stores a copy of a file's bytes (read a megabyte at a time), compressed when `compressing`.
+    public func ingest(contentsOf path: String, compressing: Bool = false) throws(CouchError) -> StagedBlob {
+        try commit(try copy(path, compressing: compressing))
+    }
+
+    /// Moves a finished writer's file into place; when `compressing` and the writer did not
+    /// compress, its bytes are stored compressed instead (the bodies of a multipart upload,
+    /// received before the document says what they are).
+    public func commit(_ writer: BlobWriter, compressing: Bool) throws(CouchError) -> StagedBlob {
+        guard compressing, !writer.isCompressing, compression.isEnabled else { return try commit(writer) }
+        let received = try writer.closeUnsynced()
+        defer { unlink(received) }
+        return try commit(try copy(received, compressing: true))
+    }
+
+    private func copy(_ path: String, compressing: Bool) throws(CouchError) -> BlobWriter {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw CouchError.internalError("attachment body \(path) cannot be read") }
+        defer { Glibc.close(descriptor) }
+        let writer = try makeWriter(compressing: compressing)
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 1)
+        defer { buffer.deallocate() }
+        while true {
+            let count = Glibc.read(descriptor, buffer.baseAddress!, buffer.count)
+            if count < 0 && errno == EINTR { continue }
+            guard count >= 0 else {
+                writer.abandon()
+                throw CouchError.internalError("attachment body \(path) cannot be read")
+            }
+            if count == 0 { return writer }
+            do {
+                try writer.write(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
+            } catch {
+                writer.abandon()
+                throw error
+            }
         }
     }
 
@@ -131,7 +186,7 @@ public final class AttachmentStore: @unchecked Sendable {
         }
         inFlight[key, default: 0] += 1
         watched[key]?.restaged = true
-        return StagedBlob(key: key, md5: digests.md5, length: digests.length, isNew: isNew)
+        return StagedBlob(key: key, md5: digests.md5, length: digests.length, isNew: isNew, given: digests.given)
     }
 
     /// The write that staged these blobs committed (`committed`: a revision refers to each,
@@ -213,38 +268,79 @@ public final class AttachmentStore: @unchecked Sendable {
     }
 }
 
-/// A blob in the store, staged for a write: its key, CouchDB digest and size.
+/// A blob in the store, staged for a write: its key, CouchDB digest and size (of the bytes
+/// stored).
 public struct StagedBlob: Sendable, Equatable {
     public let key: String
     public let md5: [UInt8]
     public let length: Int
     /// Whether this write created the file (rather than finding the same content stored).
     public let isNew: Bool
+    /// The bytes as given, when the store compressed them (nil: stored as given).
+    public let given: GivenBytes?
     public var digest: String { AttachmentInfo.digestString(md5: md5) }
+    /// `gzip` when the store compressed the bytes.
+    public var encoding: String? { given == nil ? nil : "gzip" }
+
+    /// The bytes a sender gave before the store compressed them: what its `length` and `digest` describe.
+    public struct GivenBytes: Sendable, Equatable {
+        public let md5: [UInt8]
+        public let length: Int
+        public var digest: String { AttachmentInfo.digestString(md5: md5) }
+    }
 }
 
-/// Writes one blob to a staging file while computing its digests.
+/// Writes one blob to a staging file while computing its digests; with a compression level,
+/// the file receives the bytes gzip-compressed (`GzipCompressor`) and the digests are of
+/// what it receives, those of the bytes given kept beside.
 public final class BlobWriter {
+    typealias Finished = (path: String, digests: (md5: [UInt8], sha256: [UInt8], length: Int, given: StagedBlob.GivenBytes?))
+
     /// The staging file being written (removed or moved into place when done).
     public let path: String
     private var descriptor: Int32
     private let md5 = StreamingDigest(.md5)
     private let sha256 = StreamingDigest(.sha256)
+    /// Bytes written to the file.
     public private(set) var length = 0
+    private let compressor: GzipCompressor?
+    private let givenMD5: StreamingDigest?
+    private var givenLength = 0
     /// Synced and closed by `close`, not yet handed to the store.
-    private var closed: (path: String, digests: (md5: [UInt8], sha256: [UInt8], length: Int))?
+    private var closed: Finished?
     /// The store took the staging file (it moved or removed it).
     private var handedOver = false
 
-    init(directory: String) throws(CouchError) {
+    init(directory: String, compressionLevel: Int? = nil) throws(CouchError) {
         path = directory + "/" + Digest.randomHex(bytes: 12)
+        compressor = compressionLevel.map(GzipCompressor.init(level:))
+        givenMD5 = compressionLevel == nil ? nil : StreamingDigest(.md5)
         descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL, 0o600)
         guard descriptor >= 0 else { throw CouchError.internalError("cannot create staging file") }
     }
 
     deinit { abandon() }
 
+    public var isCompressing: Bool { compressor != nil }
+
     public func write(_ bytes: UnsafeRawBufferPointer) throws(CouchError) {
+        guard let compressor, let givenMD5 else { return try store(bytes) }
+        givenMD5.update(bytes)
+        givenLength += bytes.count
+        try compress(bytes, compressor, finish: false)
+    }
+
+    private func compress(_ bytes: UnsafeRawBufferPointer, _ compressor: GzipCompressor, finish: Bool) throws(CouchError) {
+        do {
+            try compressor.compress(bytes, finish: finish) { output throws(CouchError) in try store(output) }
+        } catch let error as CouchError {
+            throw error
+        } catch {
+            throw CouchError.internalError("cannot compress attachment")
+        }
+    }
+
+    private func store(_ bytes: UnsafeRawBufferPointer) throws(CouchError) {
         md5.update(bytes)
         sha256.update(bytes)
         length += bytes.count
@@ -270,15 +366,23 @@ public final class BlobWriter {
         closed = try syncAndClose()
     }
 
-    func finish() throws(CouchError) -> (path: String, digests: (md5: [UInt8], sha256: [UInt8], length: Int)) {
-        let finished: (path: String, digests: (md5: [UInt8], sha256: [UInt8], length: Int))
+    func finish() throws(CouchError) -> Finished {
+        let finished: Finished
         if let closed { finished = closed } else { finished = try syncAndClose() }
         handedOver = true
         return finished
     }
 
-    private func syncAndClose() throws(CouchError) -> (path: String, digests: (md5: [UInt8], sha256: [UInt8], length: Int)) {
+    private func syncAndClose() throws(CouchError) -> Finished {
         guard descriptor >= 0 else { throw CouchError.internalError("attachment writer already closed") }
+        if let compressor {
+            do {
+                try compress(UnsafeRawBufferPointer(start: nil, count: 0), compressor, finish: true)
+            } catch {
+                abandon()
+                throw error
+            }
+        }
         let synced = fsync(descriptor) == 0
         let failure = errno
         Glibc.close(descriptor)
@@ -287,7 +391,22 @@ public final class BlobWriter {
             unlink(path)
             throw CouchError.writeFailed(errno: failure, "cannot sync attachment")
         }
-        return (path, (md5.finish(), sha256.finish(), length))
+        let given = givenMD5.map { StagedBlob.GivenBytes(md5: $0.finish(), length: givenLength) }
+        return (path, (md5.finish(), sha256.finish(), length, given))
+    }
+
+    /// The file, closed unsynced (or as `close` left it), for its bytes to be read once more and
+    /// stored otherwise; the caller removes it.
+    func closeUnsynced() throws(CouchError) -> String {
+        guard descriptor >= 0 else {
+            guard closed != nil, !handedOver else { throw CouchError.internalError("attachment writer already closed") }
+            handedOver = true
+            return path
+        }
+        Glibc.close(descriptor)
+        descriptor = -1
+        handedOver = true
+        return path
     }
 
     /// Drops a blob the store has not taken.

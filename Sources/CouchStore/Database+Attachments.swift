@@ -80,10 +80,11 @@ extension Database {
                                         absent: keepingAbsentBodies ? Self.absentAttachment(name, meta) : nil))
                     continue
                 }
-                let encoding = meta["encoding"]?.stringValue
+                // gzip or none (identity); any other coding is refused (415), never stored under a false claim.
+                let declaredEncoding = try Self.encoding(of: name, meta["encoding"])
+                let contentType = meta["content_type"]?.stringValue ?? "application/octet-stream"
                 // A content type with control characters (CR/LF) could not be sent back as a header.
-                if let contentType = meta["content_type"]?.stringValue,
-                   contentType.utf8.contains(where: { $0 < 0x20 || $0 == 0x7f }) {
+                if contentType.utf8.contains(where: { $0 < 0x20 || $0 == 0x7f }) {
                     throw CouchError.badRequest("Invalid content_type for attachment \(name)")
                 }
                 let blob: StagedBlob
@@ -93,10 +94,11 @@ extension Database {
                         throw CouchError.badRequest("Invalid attachment data for \(name)")
                     }
                     // Stored as sent and decompressed for clients later: it must be gzip indeed.
-                    if encoding == "gzip", !Gzip.isValid(bytes) {
+                    if declaredEncoding == "gzip", !Gzip.isValid(bytes) {
                         throw CouchError.badRequest("Attachment \(name) is not valid gzip data")
                     }
-                    blob = try self.attachments.ingest(bytes)
+                    blob = try self.attachments.ingest(bytes, compressing: self.attachments.compresses(
+                        contentType: contentType, encoding: declaredEncoding))
                     staged.append(blob)
                 } else if meta["follows"]?.boolValue == true {
                     guard let followed = following[name] else {
@@ -108,17 +110,21 @@ extension Database {
                     throw CouchError.badRequest("Attachment '\(name)' has neither data, stub nor follows")
                 }
                 // Inline data may come with the stale digest of the stub it replaces: CouchDB
-                // computes the digest of what it stores and ignores the client's.
-                if trustsDigest, let digest = meta["digest"]?.stringValue, digest.hasPrefix("md5-"), digest != blob.digest {
+                // computes the digest of what it stores and ignores the client's. A sender's
+                // digest and length describe the bytes it sent, before the store compressed them.
+                let received = blob.given ?? StagedBlob.GivenBytes(md5: blob.md5, length: blob.length)
+                if trustsDigest, let digest = meta["digest"]?.stringValue, digest.hasPrefix("md5-"), digest != received.digest {
                     throw CouchError.badRequest("Digest mismatch for attachment \(name)")
                 }
                 let declaredLength = meta["length"]?.intValue
-                if trustsDigest, encoding == nil, let declaredLength, declaredLength != blob.length {
+                let encoding = blob.encoding ?? declaredEncoding.flatMap { $0 == "identity" ? nil : $0 }
+                // Bytes sent encoded: only the sender knows their decoded length.
+                let sentEncoded = blob.given == nil && encoding != nil
+                if trustsDigest, !sentEncoded, let declaredLength, declaredLength != received.length {
                     throw CouchError.badRequest("Length mismatch for attachment \(name)")
                 }
-                inputs.append(.blob(name: name, contentType: meta["content_type"]?.stringValue ?? "application/octet-stream",
-                                    blob: blob, encoding: encoding,
-                                    length: encoding == nil ? blob.length : (declaredLength ?? blob.length),
+                inputs.append(.blob(name: name, contentType: contentType, blob: blob, encoding: encoding,
+                                    length: sentEncoded ? (declaredLength ?? blob.length) : received.length,
                                     revpos: meta["revpos"]?.intValue))
             }
         } catch {
@@ -126,6 +132,20 @@ extension Database {
             throw error
         }
         return PreparedEdit(edit: edit, attachments: inputs, staged: staged, newEdits: newEdits)
+    }
+
+    /// The coding of a body a client sends: none (`identity`, or not given) or `gzip`, the only
+    /// ones CouchDB stores. Another (`deflate`...) is refused: kept, it would claim a coding the
+    /// bytes may not have, and no reader could decode it; ignored (as CouchDB ignores it in
+    /// inline `data`), compressed bytes would be stored as the content.
+    private static func encoding(of name: String, _ value: JSONValue?) throws -> String? {
+        switch value {
+        case nil, .null?, .string("identity")?: return nil
+        case .string("gzip")?: return "gzip"
+        case .string(let other)?:
+            throw CouchError(.badContentType, "Attachment \(name) has encoding \(other); only gzip and identity are supported")
+        default: throw CouchError.badRequest("The encoding of attachment \(name) must be a string")
+        }
     }
 
     /// A stub's metadata as an attachment whose body is absent; nil when the stub lacks what
@@ -195,7 +215,8 @@ extension Database {
     }
 
     /// The attachment list of a new revision: stubs found in the nearest stored ancestor
-    /// (else 412 `missing_stub`), new blobs with their revpos.
+    /// (else 412 `missing_stub`), new blobs with their revpos (a replicated one's as given,
+    /// else 0, as CouchDB keeps it).
     func resolve(_ prepared: PreparedEdit, id: DocumentID, generation: Int, newEdits: Bool, ancestors: [RevisionID],
                  record: DocumentRecord?, connection: SQLiteConnection) throws -> [AttachmentInfo] {
         var ancestorAttachments: [AttachmentInfo]?
@@ -219,12 +240,12 @@ extension Database {
                 return info
             case .blob(let name, let contentType, let blob, let encoding, let length, let revpos):
                 return AttachmentInfo(name: name, contentType: contentType, length: length, digest: blob.digest,
-                                      revpos: newEdits ? generation : (revpos ?? generation), encoding: encoding,
+                                      revpos: newEdits ? generation : (revpos ?? 0), encoding: encoding,
                                       encodedLength: encoding == nil ? nil : blob.length, blobKey: blob.key)
-            case .stub(let name, let revpos, let digest, let absent):
-                guard let match = try inherited().first(where: {
-                    $0.name == name && (revpos == nil || $0.revpos == revpos) && (digest == nil || $0.digest == digest)
-                }) else {
+            case .stub(let name, let revpos, _, let absent):
+                // By name and revpos, as CouchDB's `couch_att:merge_stubs` matches (a peer's digest
+                // may be that of the bytes before it compressed them).
+                guard let match = try inherited().first(where: { $0.name == name && (revpos == nil || $0.revpos == revpos) }) else {
                     if let absent { return absent }
                     throw CouchError(.missingStub, "Invalid attachment stub in \(id) for \(name)")
                 }

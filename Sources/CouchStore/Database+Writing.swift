@@ -94,8 +94,8 @@ extension Database {
             let parent = try self.parentContent(id, revision: revision, connection: connection)
             // The new attachment first, then the others in their order, as CouchDB lists them
             // (the order is part of the revision ID).
-            let inputs: [AttachmentInput] = [.blob(name: name, contentType: contentType, blob: blob, encoding: nil,
-                                                   length: blob.length, revpos: nil)]
+            let inputs: [AttachmentInput] = [.blob(name: name, contentType: contentType, blob: blob, encoding: blob.encoding,
+                                                   length: blob.given?.length ?? blob.length, revpos: nil)]
                 + parent.attachments.filter { $0.name != name }.map(AttachmentInput.kept)
             return PreparedEdit(edit: DocumentEdit(id: id, revision: revision, body: parent.body), attachments: inputs, staged: [])
         }

@@ -35,6 +35,18 @@ public final class DatabaseManager: @unchecked Sendable {
         }
     }
     private var partitionSizeLimit = 0
+    /// `[attachments] compressible_types` and `compression_level` for every database, open now or later.
+    public var attachmentCompression: AttachmentCompression {
+        get { lock.withLock { compression } }
+        set {
+            let databases = lock.withLock {
+                compression = newValue
+                return Array(open.values)
+            }
+            for database in databases { database.attachments.compression = newValue }
+        }
+    }
+    private var compression = AttachmentCompression()
     private let logger = Logger(label: "couchette.store")
     /// Every database's creation, updates and deletion, for `GET /_db_updates`.
     public let updates: DatabaseUpdateLog
@@ -102,6 +114,7 @@ public final class DatabaseManager: @unchecked Sendable {
         }
         database.validator = installedValidator
         database.maximumPartitionSize = partitionSizeLimit
+        database.attachments.compression = compression
         closeIdleDatabases(toMake: 1)
         open[database.name] = database
         useClock &+= 1

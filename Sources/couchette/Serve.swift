@@ -82,8 +82,24 @@ struct Serve: ParsableCommand {
     var publicDirectory: String?
 
     func validate() throws {
-        if let port { guard (0...65535).contains(port) else { throw ValidationError("--port must be between 0 and 65535") } }
-        if let threads { guard threads > 0 else { throw ValidationError("--threads must be positive") } }
+        // The ranges `_config` and the ini files are held to.
+        let settings: [(option: String, section: String, key: String, value: String?)] = [
+            ("--port", "chttpd", "port", port.map(String.init)), ("--bind", "chttpd", "bind_address", bind),
+            ("--threads", "couchette", "threads", threads.map(String.init)),
+            ("--session-timeout", "chttpd_auth", "timeout", sessionTimeout.map(String.init)),
+            ("--max-document-size", "couchdb", "max_document_size", maximumDocumentSize.map(String.init)),
+            ("--max-request-size", "chttpd", "max_http_request_size", maximumRequestSize.map(String.init)),
+            ("--max-connections", "couchette", "max_connections", maximumConnections.map(String.init)),
+            ("--idle-timeout", "couchette", "idle_timeout", idleTimeout.map(String.init)),
+        ]
+        for setting in settings {
+            guard let value = setting.value else { continue }
+            do {
+                try ServerConfiguration.check(section: setting.section, key: setting.key, value: value)
+            } catch {
+                throw ValidationError("\(setting.option): \(error)")
+            }
+        }
         if let logLevel, LogLevelControl.level(named: logLevel) == nil {
             throw ValidationError("unknown --log-level \(logLevel)")
         }

@@ -84,9 +84,9 @@ import Testing
         #expect(response.text == "head total=4 offset=2;doc2(2),doc3(3),tail")
         response = try server.request("GET", "/db/_design/lists/_list/basic/_all_docs?descending=true&limit=2")
         #expect(response.text == "head total=4 offset=0;doc3,doc2,tail")
-        // POST with keys.
+        // POST with keys: no offset, as CouchDB 3.4's `_all_docs` has none for keys.
         response = try server.request("POST", "/db/_design/lists/_list/basic/_all_docs", body: #"{"keys":["doc3","doc1"]}"#)
-        #expect(response.text == "head total=4 offset=0;doc3,doc1,tail")
+        #expect(response.text == "head total=4 offset=null;doc3,doc1,tail")
         // The list in one design document, the rows from another's view path: `_all_docs` too.
         response = try server.request("GET", "/db/_design/lists/_list/basic/other/_all_docs?limit=1")
         #expect(response.text == "head total=4 offset=0;_design/lists,tail")

@@ -45,7 +45,7 @@ import Testing
             #expect(try server.json("POST", "/db/_bulk_docs", body: #"{"docs":[\#(docs)]}"#).status == 201)
         }
         let attached = try server.put("db", "with-file", "{}")
-        #expect(try server.request("PUT", "/db/with-file/f.txt?rev=\(attached)", headers: [("Content-Type", "text/plain")],
+        #expect(try server.request("PUT", "/db/with-file/f.txt?rev=\(attached)", headers: [("Content-Type", "application/octet-stream")],
                                    body: "file body").status == 201)
         var asked = (0..<count).map { #"{"id":"d\#($0)"}"# }
         asked.insert(#"{"id":"with-file"}"#, at: 2_500)

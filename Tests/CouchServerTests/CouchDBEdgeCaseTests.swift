@@ -170,4 +170,60 @@ import Testing
         #expect(try server.json("GET", "/db").json["cluster"] == ["q": 1, "n": 1, "w": 1, "r": 1])
         #expect(try server.request("PUT", "/bad?q=0").status == 400)
     }
+
+    /// As CouchDB 3.4 answers them: keys that are not strings name no document, and a keys
+    /// query has no offset.
+    @Test func allDocsKeysOfAnyJSONAnswerNotFoundRows() throws {
+        defer { server.stop() }
+        _ = try server.put("db", "a", "{}")
+        let answer = try server.request("POST", "/db/_all_docs", body: #"{"keys":[1,null,{},"a",["x"]]}"#)
+        #expect(answer.status == 200)
+        let json = try JSONValue.parse(answer.body)
+        #expect(json["offset"] == .null)
+        #expect(json["total_rows"] == 1)
+        let rows = json["rows"]?.arrayValue ?? []
+        #expect(rows.map { $0["key"] ?? .null } == [1, .null, [:], "a", ["x"]])
+        #expect(rows.map { $0["error"]?.stringValue } == ["not_found", "not_found", "not_found", nil, "not_found"])
+        #expect(try server.json("GET", "/db/_all_docs?keys=%5B1%2Cnull%5D").json["rows"]?.arrayValue?.count == 2)
+        #expect(try server.json("GET", "/db/_all_docs").json["offset"] == 0)
+    }
+
+    /// CouchDB stores only gzip and identity codings; another is refused rather than stored
+    /// under a coding its bytes may not have.
+    @Test func attachmentCodingsOtherThanGzipAreRefused() throws {
+        defer { server.stop() }
+        for coding in ["deflate", "br", "GZIP"] {
+            let body = #"{"_attachments":{"x.txt":{"content_type":"text/plain","data":"aGVsbG8=","encoding":"\#(coding)"}}}"#
+            let answer = try server.json("PUT", "/db/\(coding)", body: body)
+            #expect(answer.status == 415, "\(coding): \(answer.json.serializedString())")
+            #expect(answer.json["error"] == "bad_content_type")
+            #expect(try server.request("GET", "/db/\(coding)").status == 404)
+        }
+        let number = #"{"_attachments":{"x.txt":{"content_type":"text/plain","data":"aGVsbG8=","encoding":7}}}"#
+        #expect(try server.json("PUT", "/db/number", body: number).status == 400)
+        // (A type CouchDB does not compress: text/* would be stored gzip-compressed.)
+        let identity = #"{"_attachments":{"x.txt":{"content_type":"application/octet-stream","data":"aGVsbG8=","encoding":"identity"}}}"#
+        #expect(try server.json("PUT", "/db/identity", body: identity).status == 201)
+        #expect(try server.request("GET", "/db/identity/x.txt").text == "hello")
+        let stub = try server.json("GET", "/db/identity?att_encoding_info=true").json["_attachments"]?["x.txt"]
+        #expect(stub?["encoding"] == nil)
+    }
+
+    /// A bare number past the last change is no position of the database (CouchDB refuses every
+    /// bare number); CouchDB's own form is read as CouchDB reads it.
+    @Test func changesSinceABareNumberPastTheLastChangeIsRefused() throws {
+        defer { server.stop() }
+        _ = try server.put("db", "a", "{}")
+        _ = try server.put("db", "b", "{}")
+        for since in ["9223372036854775807", "3", "%223%22", "99999999999999999999999", "-1"] {
+            let answer = try server.json("GET", "/db/_changes?since=\(since)")
+            #expect(answer.status == 400, "since=\(since)")
+            #expect(answer.json == ["error": "bad_request", "reason": "Malformed sequence supplied in 'since' parameter."])
+        }
+        #expect(try server.json("GET", "/db/_changes?since=9223372036854775807&feed=longpoll&timeout=10").status == 400)
+        let current = try server.json("GET", "/db/_changes?since=2").json
+        #expect(current["results"] == [])
+        #expect(UpdateSequence(json: current["last_seq"] ?? .null)?.number == 2)
+        #expect(try server.json("GET", "/db/_changes?since=1").json["results"]?.arrayValue?.count == 1)
+    }
 }

@@ -66,6 +66,57 @@ import Testing
         #expect(try server.json("GET", "/db").json["doc_count"] == 0)
     }
 
+    /// Body framing libmicrohttpd cannot read, and heads with bare LFs: CouchDB's JSON with one
+    /// status line, on a connection's first request (which the `Acceptor` vets) and on a later
+    /// one (which libmicrohttpd reads), and nothing written.
+    @Test func framingErrorsAreAnsweredWithCouchDBsJSON() throws {
+        let server = try HostileRequestTests.Target()
+        #expect(try server.request("PUT", "/db").status == 201)
+        let put = "PUT /db/doc HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        let cases: [(String, Int, String)] = [
+            (put + "Transfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n", 400, "bad_request"),
+            (put + "Transfer-Encoding: chunked\r\n\r\n2\r\n{}XX0\r\n\r\n", 400, "bad_request"),
+            (put + "Transfer-Encoding: chunked\r\n\r\nffffffffffffffffffff\r\n{}\r\n0\r\n\r\n", 413, "too_large"),
+            (put + "Transfer-Encoding: identity\r\n\r\n{\"a\":1}", 501, "unknown_transfer_encoding"),
+            (put + "Transfer-Encoding: gzip, chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n", 501, "unknown_transfer_encoding"),
+            (put + "Content-Length: 7, 7\r\n\r\n{\"a\":1}", 400, "bad_request"),
+            (put + "Content-Length: +7\r\n\r\n{\"a\":1}", 400, "bad_request"),
+        ]
+        let first = "GET /_up HTTP/1.1\r\nHost: x\r\n\r\n"
+        for (request, status, error) in cases {
+            for kept in [false, true] {
+                let answer = String(decoding: Self.exchange(port: server.process.port, Array(((kept ? first : "") + request).utf8)),
+                                    as: UTF8.self)
+                var responses = answer.components(separatedBy: "HTTP/1.1 ").dropFirst().map { "HTTP/1.1 " + $0 }
+                if kept {
+                    #expect(responses.first?.hasPrefix("HTTP/1.1 200 ") == true, "\(answer.prefix(300))")
+                    responses = Array(responses.dropFirst())
+                }
+                // libmicrohttpd reads a later request's Content-Length itself, and would answer one it cannot
+                // read with its head twice: that connection is closed instead.
+                if kept, request.contains("Content-Length: ") {
+                    #expect(responses.isEmpty, "\(request.prefix(90)): \(answer)")
+                    continue
+                }
+                #expect(responses.count == 1, "\(request.prefix(90)): \(answer)")
+                let text = responses.first ?? ""
+                #expect(text.hasPrefix("HTTP/1.1 \(status) "), "\(request.prefix(90)): \(text.prefix(200))")
+                #expect(text.contains("Content-Type: application/json"), "\(text)")
+                let body = text.components(separatedBy: "\r\n\r\n").dropFirst().joined(separator: "\r\n\r\n")
+                #expect((try? JSONValue.parse(body))?["error"] == JSONValue(error), "\(request.prefix(90)): \(body)")
+            }
+        }
+        #expect(try server.request("GET", "/db/doc").status == 404)
+        // Lines ending with a bare LF are read as CouchDB reads them.
+        for request in ["GET /db HTTP/1.1\nHost: x\nConnection: close\n\n", "GET /db HTTP/1.1\nConnection: close\n\r\n",
+                        first + "GET /db HTTP/1.1\nConnection: close\n\n"] {
+            let answer = String(decoding: Self.exchange(port: server.process.port, Array(request.utf8)), as: UTF8.self)
+            #expect(answer.hasPrefix("HTTP/1.1 200 "), "\(answer.prefix(200))")
+            #expect(answer.contains(#""db_name":"db""#), "\(answer.prefix(400))")
+        }
+        server.expectUp()
+    }
+
     @Test func trickledHeadersNeitherLastNorLockOthersOut() throws {
         let server = try TestServer { listener in
             listener.connectionLimit = 200

@@ -83,7 +83,7 @@ import Testing
         for database in [batch, single] { _ = try database.update(try edit("doc0100", "{}")) }
         let edits = try (0..<500).map { index in
             index % 7 == 3
-                ? try edit(String(format: "doc%04d", index), #"{"n":\#(index),"_attachments":{"a.txt":{"content_type":"text/plain","data":"aGk="}}}"#)
+                ? try edit(String(format: "doc%04d", index), #"{"n":\#(index),"_attachments":{"a.txt":{"content_type":"application/octet-stream","data":"aGk="}}}"#)
                 : try edit(String(format: "doc%04d", index), #"{"n":\#(index),"s":"\#(String(repeating: "x", count: index))"}"#)
         }
         let results = try batch.bulkUpdate(edits, newEdits: true)

@@ -54,11 +54,16 @@ public final class ServerProcess: @unchecked Sendable {
         return nil
     }
 
-    /// Stops the server and returns what it wrote to standard error.
+    /// Stops the server and returns what it wrote to standard error. A server that has not
+    /// exited 30 s after SIGTERM is killed, so that a wedged one fails its test instead of
+    /// hanging the run.
     @discardableResult
     public func stop(keepData: Bool = false) -> String {
         if process.isRunning {
             process.terminate()
+            let deadline = Date().addingTimeInterval(30)
+            while process.isRunning, Date() < deadline { usleep(10_000) }
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
             process.waitUntilExit()
         }
         let log = String(decoding: errorOutput.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)

@@ -33,6 +33,16 @@ uint32_t couchette_mhd_connection_ipv4(struct MHD_Connection *connection);
 /// The port the daemon actually listens on (useful after binding port 0).
 uint16_t couchette_mhd_bound_port(struct MHD_Daemon *daemon);
 
+/// Builds the answer to a request libmicrohttpd refuses by itself (a malformed chunked body, a
+/// Content-Length it cannot read, a head larger than its buffer), from the HTML page it would
+/// send (`message`); NULL sends nothing (libmicrohttpd then closes the connection).
+/// libmicrohttpd offers no way to change those pages:
+/// CShims defines MHD_create_response_from_buffer, which the process's calls (libmicrohttpd's
+/// own included) reach first; it forwards every call to libmicrohttpd's, except those for its
+/// error pages (persistent buffers starting with "<html>") once a builder is set.
+typedef struct MHD_Response *(*couchette_mhd_error_page_builder)(const char *message, size_t length);
+void couchette_mhd_set_error_page_builder(couchette_mhd_error_page_builder builder);
+
 /// Hands the whole pages inside [start, start + length) back to the kernel
 /// (madvise MADV_DONTNEED): they read as zeros afterwards and take no memory until
 /// written again. Only for writable private memory whose contents are not needed.

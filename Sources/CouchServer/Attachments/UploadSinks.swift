@@ -7,9 +7,9 @@ final class BlobUploadSink: RequestBodySink, @unchecked Sendable {
     private let store: AttachmentStore
     private let writer: BlobWriter
 
-    init(store: AttachmentStore) throws {
+    init(store: AttachmentStore, compressing: Bool = false) throws {
         self.store = store
-        writer = try store.makeWriter()
+        writer = try store.makeWriter(compressing: compressing)
     }
 
     func append(_ bytes: UnsafeRawBufferPointer) throws { try writer.write(bytes) }
@@ -89,8 +89,9 @@ final class MultipartUploadSink: RequestBodySink, MultipartReader.Delegate, @unc
     }
 
     /// The document JSON and the attachment parts in order, with the file name each
-    /// part's `Content-Disposition` gives, if any.
-    func finish() throws -> (document: [UInt8], parts: [(filename: String?, blob: StagedBlob)]) {
+    /// part's `Content-Disposition` gives, if any: received, for the caller to commit
+    /// (`AttachmentStore.commit`); one dropped is removed.
+    func finish() throws -> (document: [UInt8], parts: [(filename: String?, writer: BlobWriter)]) {
         do {
             try reader.finish()
         } catch let error as MultipartError {
@@ -98,11 +99,7 @@ final class MultipartUploadSink: RequestBodySink, MultipartReader.Delegate, @unc
             throw CouchError.badRequest(error.reason)
         }
         guard partCount > 0 else { throw CouchError.badRequest("multipart body has no document part") }
-        var committed: [(filename: String?, blob: StagedBlob)] = []
-        for part in parts {
-            committed.append((Self.filename(part.headers["content-disposition"]), try store.commit(part.writer)))
-        }
-        return (document, committed)
+        return (document, parts.map { (Self.filename($0.headers["content-disposition"]), $0.writer) })
     }
 
     /// `attachment; filename="name"` → name.

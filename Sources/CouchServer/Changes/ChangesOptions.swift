@@ -43,6 +43,12 @@ struct ChangesOptions: Sendable {
         let lastEventID = feed == .eventsource ? request.header("last-event-id") : nil
         if let raw = lastEventID ?? request.queryValue("last-event-id") ?? request.queryValue("since") {
             if raw == "now" { sinceNow = true } else { since = try Self.sequence(from: raw) }
+            // CouchDB 3 refuses every bare number (it reads only its own `N-opaque` form), as
+            // Couchette refuses one past the last change: a client would take it back as
+            // `last_seq`, a position the database never had.
+            if !sinceNow, !raw.contains("-"), since > (try context.database().updateSequence) {
+                throw CouchError.badRequest("Malformed sequence supplied in 'since' parameter.")
+            }
         }
         limit = try context.nonNegativeIntOption("limit")
         descending = try context.boolOption("descending")

@@ -1,9 +1,8 @@
-import Foundation
-
 /// An ini file as CouchDB's `local.ini`: `[section]` headers, `key = value` lines,
-/// `;` comments. Keeps sections and keys in file order.
+/// `;` comments, lines ended by LF, CRLF or CR. Keeps sections and keys in file order.
+/// Needs nothing but the standard library (the `config` fuzz target compiles it alone).
 public struct ConfigurationFile: Sendable {
-    public struct Entry: Sendable {
+    public struct Entry: Sendable, Equatable {
         public let section: String
         public let key: String
         public let value: String
@@ -17,35 +16,83 @@ public struct ConfigurationFile: Sendable {
 
     public private(set) var entries: [Entry] = []
 
+    /// Throws at the first line that is neither a section, a `key = value` nor a comment.
     public init(text: String) throws(ConfigurationError) {
-        var section = ""
-        for (number, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
-            let line = rawLine.trimmingWhitespace()
-            if line.isEmpty || line.hasPrefix(";") || line.hasPrefix("#") { continue }
-            if line.hasPrefix("[") {
-                guard line.hasSuffix("]") else { throw ConfigurationError("line \(number + 1): unterminated section header") }
-                section = String(line.dropFirst().dropLast()).trimmingWhitespace()
-                continue
-            }
-            guard let equals = line.firstIndex(of: "=") else {
-                throw ConfigurationError("line \(number + 1): expected key = value")
-            }
-            let key = line[..<equals].trimmingWhitespace()
-            let value = line[line.index(after: equals)...].trimmingWhitespace()
-            guard !key.isEmpty else { throw ConfigurationError("line \(number + 1): empty key") }
-            entries.append(Entry(section: section, key: key, value: value))
-        }
+        let (entries, problems) = Self.parse(text)
+        if let problem = problems.first { throw problem }
+        self.entries = entries
+    }
+
+    /// The entries of the lines it can read, and what is wrong with the others.
+    public static func lenient(text: String) -> (file: ConfigurationFile, problems: [ConfigurationError]) {
+        let (entries, problems) = parse(text)
+        return (ConfigurationFile(entries: entries), problems)
     }
 
     public init(entries: [Entry]) {
         self.entries = entries
     }
 
-    public init(contentsOf path: String) throws(ConfigurationError) {
-        guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8) else {
-            throw ConfigurationError("cannot read configuration file \(path)")
+    /// Read by Unicode scalars, not characters: a combining mark after `[` or `=` must not
+    /// hide it (`"[\u{301}x]"` is a section).
+    private static func parse(_ text: String) -> ([Entry], [ConfigurationError]) {
+        var entries: [Entry] = []
+        var problems: [ConfigurationError] = []
+        var section = ""
+        let scalars = text.unicodeScalars
+        var lineStart = scalars.startIndex
+        var number = 0
+        while lineStart < scalars.endIndex || number == 0 {
+            number += 1
+            let lineEnd = scalars[lineStart...].firstIndex { $0 == "\n" || $0 == "\r" } ?? scalars.endIndex
+            let line = trimmed(scalars[lineStart..<lineEnd])
+            if lineEnd == scalars.endIndex {
+                lineStart = lineEnd
+            } else {
+                let next = scalars.index(after: lineEnd)
+                lineStart = scalars[lineEnd] == "\r" && next < scalars.endIndex && scalars[next] == "\n" ? scalars.index(after: next) : next
+            }
+            guard let first = line.first, first != ";", first != "#" else { continue }
+            if first == "[" {
+                guard line.count >= 2, line.last == "]" else {
+                    problems.append(ConfigurationError("line \(number): unterminated section header"))
+                    continue
+                }
+                section = String(String.UnicodeScalarView(trimmed(line.dropFirst().dropLast())))
+                continue
+            }
+            guard let equals = line.firstIndex(of: "=") else {
+                problems.append(ConfigurationError("line \(number): expected key = value"))
+                continue
+            }
+            let key = String(String.UnicodeScalarView(trimmed(line[..<equals])))
+            let value = String(String.UnicodeScalarView(trimmed(line[line.index(after: equals)...])))
+            guard !key.isEmpty else {
+                problems.append(ConfigurationError("line \(number): empty key"))
+                continue
+            }
+            entries.append(Entry(section: section, key: key, value: value))
         }
-        try self.init(text: text)
+        return (entries, problems)
+    }
+
+    private static func trimmed(_ scalars: Substring.UnicodeScalarView) -> Substring.UnicodeScalarView {
+        guard let start = scalars.firstIndex(where: { !$0.properties.isWhitespace }),
+              let end = scalars.lastIndex(where: { !$0.properties.isWhitespace }) else { return scalars[scalars.startIndex..<scalars.startIndex] }
+        return scalars[start...end]
+    }
+
+    /// The entries as ini text, each section once (where it first appears), its keys in order.
+    public var text: String {
+        var sections: [String] = []
+        var seen: Set<String> = []
+        for entry in entries where seen.insert(entry.section).inserted { sections.append(entry.section) }
+        var text = ""
+        for section in sections {
+            text += "\n[\(section)]\n"
+            for entry in entries where entry.section == section { text += "\(entry.key) = \(entry.value)\n" }
+        }
+        return text
     }
 
     /// The last value of `key` in any of `sections` (CouchDB reads `[chttpd_auth]` and its
@@ -62,63 +109,4 @@ public struct ConfigurationFile: Sendable {
 public struct ConfigurationError: Error, CustomStringConvertible, Sendable {
     public let description: String
     public init(_ description: String) { self.description = description }
-}
-
-/// Writes a file readable by its owner only, atomically (temporary file, fsync, rename).
-enum PrivateFile {
-    static func write(_ text: String, to path: String) throws(ConfigurationError) {
-        let temporary = path + ".tmp-" + String(getpid())
-        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-        guard descriptor >= 0 else { throw ConfigurationError("cannot write \(path)") }
-        let bytes = Array(text.utf8)
-        let written = bytes.withUnsafeBytes { Foundation.write(descriptor, $0.baseAddress, $0.count) }
-        let synced = fsync(descriptor)
-        close(descriptor)
-        guard written == bytes.count, synced == 0, rename(temporary, path) == 0 else {
-            unlink(temporary)
-            throw ConfigurationError("cannot write \(path)")
-        }
-    }
-
-    /// The file's text, after making sure nobody but its owner can read it.
-    static func read(_ path: String) -> String? {
-        guard let data = FileManager.default.contents(atPath: path) else { return nil }
-        chmod(path, 0o600)
-        return String(data: data, encoding: .utf8)
-    }
-}
-
-extension ConfigurationFile {
-    /// Replaces every password in clear in the file's `[admins]` section by its PBKDF2
-    /// hash, in place, as CouchDB does with `local.ini`. Returns whether it changed the file.
-    public static func hashAdminPasswords(in path: String, iterations: Int) throws(ConfigurationError) -> Bool {
-        guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8) else {
-            throw ConfigurationError("cannot read configuration file \(path)")
-        }
-        let hasher = PasswordHasher(iterations: iterations)
-        var section = ""
-        var changed = false
-        var lines: [String] = []
-        for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
-            let trimmed = line.trimmingWhitespace()
-            if trimmed.hasPrefix("[") && trimmed.hasSuffix("]") {
-                section = String(trimmed.dropFirst().dropLast()).trimmingWhitespace()
-            } else if section == "admins", !trimmed.hasPrefix(";"), !trimmed.hasPrefix("#"),
-                      let equals = line.firstIndex(of: "=") {
-                let value = line[line.index(after: equals)...].trimmingWhitespace()
-                if !value.isEmpty, !PasswordHash.isHashedAdminEntry(value) {
-                    lines.append(line[..<equals].trimmingWhitespace() + " = " + hasher.hash(value).adminEntry)
-                    changed = true
-                    continue
-                }
-            }
-            lines.append(String(line))
-        }
-        guard changed else { return false }
-        var status = stat()
-        let mode = stat(path, &status) == 0 ? status.st_mode & 0o777 : 0o600
-        try PrivateFile.write(lines.joined(separator: "\n"), to: path)
-        chmod(path, mode)
-        return true
-    }
 }

@@ -1,5 +1,6 @@
 import CouchCore
 import Foundation
+import Logging
 
 /// The configuration while the server runs, in layers as CouchDB layers its ini files:
 /// what the server was started with (defaults, `--config` file, `COUCHETTE_*` variables,
@@ -7,6 +8,10 @@ import Foundation
 /// in the data directory's `local.ini` and read again at the next start. At start, values
 /// from the command line or the environment (`pinnedKeys`) still win over `local.ini`;
 /// a value set while running wins over everything until the next start.
+///
+/// `local.ini` never stops a start: a line it cannot read, a value `ConfigurationRules`
+/// refuses, a path, or a value that with the ones before it makes a configuration
+/// `ServerConfiguration.validate` refuses, is logged and left out (the layers below apply).
 final class LiveConfiguration: @unchecked Sendable {
     static let fileName = "local.ini"
     private let lock = NSLock()
@@ -15,17 +20,48 @@ final class LiveConfiguration: @unchecked Sendable {
     /// `local.ini`'s entries, in file order.
     private var stored: [ConfigurationFile.Entry] = []
     let path: String
+    private let logger = Logger(label: "couchette.config")
 
-    init(base: ServerConfiguration, directory: String) throws(ConfigurationError) {
+    init(base: ServerConfiguration, directory: String) {
         self.base = base
         pinned = base.pinnedKeys
         path = directory + "/" + Self.fileName
-        stored = try Self.read(path)
+        stored = usable(read())
     }
 
-    private static func read(_ path: String) throws(ConfigurationError) -> [ConfigurationFile.Entry] {
+    /// `local.ini`'s entries that `ConfigurationRules` accepts (admins live in their own file).
+    private func read() -> [ConfigurationFile.Entry] {
         guard let text = PrivateFile.read(path) else { return [] }
-        return try ConfigurationFile(text: text).entries.filter { $0.section != "admins" }
+        let (file, problems) = ConfigurationFile.lenient(text: text)
+        for problem in problems { logger.warning("\(path), \(problem): ignored") }
+        return file.entries.filter { entry in
+            guard entry.section != "admins" else { return false }
+            if ConfigurationRules.isPath(section: entry.section, key: entry.key) {
+                logger.warning("\(path): [\(entry.section)] \(entry.key) names a path: taken from --config, the command line or the environment only; ignored")
+                return false
+            }
+            do {
+                try ConfigurationRules.check(section: entry.section, key: entry.key, value: entry.value)
+                return true
+            } catch {
+                logger.warning("\(path): \(error); ignored")
+                return false
+            }
+        }
+    }
+
+    /// The entries that, each with the ones kept before it, still make a valid configuration.
+    private func usable(_ entries: [ConfigurationFile.Entry]) -> [ConfigurationFile.Entry] {
+        var kept: [ConfigurationFile.Entry] = []
+        for entry in entries {
+            do {
+                _ = try compute(kept + [entry], pinned: pinned, firstTime: false)
+                kept.append(entry)
+            } catch {
+                logger.warning("\(path): [\(entry.section)] \(entry.key) = \(entry.value): \(error); ignored")
+            }
+        }
+        return kept
     }
 
     /// The configuration now in force. Admins configured at start are added once, by the
@@ -64,20 +100,12 @@ final class LiveConfiguration: @unchecked Sendable {
     }
 
     /// `POST _config/_reload`: reads `local.ini` again, dropping values set without persisting.
-    func reload() throws(ConfigurationError) {
-        lock.lock()
-        defer { lock.unlock() }
-        stored = try Self.read(path)
+    func reload() {
+        lock.withLock { stored = usable(read()) }
     }
 
     private static func write(_ entries: [ConfigurationFile.Entry], to path: String) throws(ConfigurationError) {
-        var text = "; Set through /_node/_local/_config. Command-line options and COUCHETTE_* variables override it at start.\n"
-        var sections: [String] = []
-        for entry in entries where !sections.contains(entry.section) { sections.append(entry.section) }
-        for section in sections {
-            text += "\n[\(section)]\n"
-            for entry in entries where entry.section == section { text += "\(entry.key) = \(entry.value)\n" }
-        }
-        try PrivateFile.write(text, to: path)
+        let text = "; Set through /_node/_local/_config. Command-line options and COUCHETTE_* variables override it at start.\n"
+        try PrivateFile.write(text + ConfigurationFile(entries: entries).text, to: path)
     }
 }

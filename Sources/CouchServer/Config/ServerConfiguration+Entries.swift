@@ -24,6 +24,8 @@ extension ServerConfiguration {
             entry("couchdb", "maintenance_mode", maintenanceMode),
             entry("couchdb", "max_partition_size", String(maximumPartitionSize)),
             entry("query_server_config", "partition_query_limit", String(partitionQueryLimit)),
+            entry("attachments", "compressible_types", attachmentCompression.types),
+            entry("attachments", "compression_level", String(attachmentCompression.level)),
             entry("chttpd", "x_forwarded_host", forwardedHostHeader),
             entry("chttpd", "allow_jsonp", String(allowJSONP)),
             entry("couchdb", "default_security", auth.defaultSecurity.rawValue),
@@ -39,8 +41,11 @@ extension ServerConfiguration {
             entry("couchette", "idle_timeout", String(listener.idleTimeoutSeconds)),
             entry("couchette", "max_url_length", String(listener.maximumURLLength)),
             entry("couchette", "max_header_size", String(listener.maximumHeaderSize)),
+            entry("couchette", "header_timeout", Self.whole(listener.headerTimeoutSeconds)),
+            entry("couchette", "body_timeout", Self.whole(listener.bodyGraceSeconds)),
+            entry("couchette", "body_min_rate", String(listener.minimumBodyRate)),
             entry("log", "level", logLevel),
-            entry("query_server_config", "os_process_timeout", String(Int(functions.timeout * 1000))),
+            entry("query_server_config", "os_process_timeout", Self.whole(functions.timeout * 1000)),
             entry("couchette", "function_memory_limit", String(functions.memory)),
             entry("replicator", "max_jobs", String(replicator.maxJobs)),
             entry("replicator", "interval", String(replicator.intervalMilliseconds)),
@@ -49,32 +54,23 @@ extension ServerConfiguration {
         result.append(entry("chttpd_auth", "min_iterations", String(auth.minimumIterations)))
         result.append(entry("chttpd_auth", "max_iterations", String(auth.maximumIterations)))
         if let sameSite = auth.cookieSameSite { result.append(entry("chttpd_auth", "same_site", sameSite)) }
+        if let count = listener.maximumConnectionsPerAddress {
+            result.append(entry("couchette", "max_connections_per_address", String(count)))
+        }
         if let challenge = auth.wwwAuthenticate { result.append(entry("httpd", "WWW-Authenticate", challenge)) }
         return result + otherEntries.filter { $0.section != "admins" }
     }
 
     /// Keys `apply` reads, in every section it reads them from.
     static func isInterpreted(_ entry: ConfigurationFile.Entry) -> Bool {
-        let keys: [String: Set<String>] = [
-            "chttpd": ["port", "bind_address", "max_http_request_size", "require_valid_user",
-                       "require_valid_user_except_for_up", "enable_cors", "WWW-Authenticate", "x_forwarded_host",
-                       "allow_jsonp"],
-            "httpd": ["port", "bind_address", "max_http_request_size", "enable_cors", "WWW-Authenticate",
-                      "x_forwarded_host", "allow_jsonp"],
-            "chttpd_auth": ["timeout", "iterations", "min_iterations", "max_iterations", "allow_persistent_cookies",
-                            "same_site", "require_valid_user", "require_valid_user_except_for_up"],
-            "couchdb": ["max_document_size", "max_dbs_open", "maintenance_mode", "default_security", "users_db_security_editable",
-                        "max_partition_size"],
-            "cors": ["origins", "credentials", "methods", "headers", "exposed_headers", "max_age"],
-            "couchette": ["threads", "max_connections", "idle_timeout", "max_url_length", "max_header_size",
-                          "function_memory_limit"],
-            "log": ["level"],
-            "query_server_config": ["os_process_timeout", "partition_query_limit"],
-            "replicator": ["max_jobs", "interval", "max_churn"],
-        ]
-        if entry.section == "admins" { return true }
-        let section = entry.section == "couch_httpd_auth" ? "chttpd_auth" : entry.section
-        return keys[section]?.contains(entry.key) ?? false
+        entry.section == "admins" || ConfigurationRules.kind(section: entry.section, key: entry.key) != nil
+    }
+
+    /// A whole number of seconds or milliseconds, as the file gives them (a time set in code
+    /// may be any `Double`: out of `Int`'s range, converting would trap).
+    private static func whole(_ value: Double) -> String {
+        let rounded = value.rounded()
+        return rounded.isFinite && abs(rounded) < 1e18 ? String(Int(rounded)) : "0"
     }
 
     /// Values from `COUCHETTE_<SECTION>__<KEY>` variables (`COUCHETTE_COUCHDB__MAX_DOCUMENT_SIZE=...`):

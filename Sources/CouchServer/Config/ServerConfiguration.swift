@@ -17,6 +17,9 @@ public struct ServerConfiguration: Sendable {
     /// `[couchdb] max_partition_size`: bytes of live bodies past which a partition refuses
     /// growing writes (403 `partition_overflow`); 0 for no limit. CouchDB's default, 10 GiB.
     public var maximumPartitionSize = 10_737_418_240
+    /// `[attachments] compressible_types` and `compression_level`: attachments of these types
+    /// are stored gzip-compressed, as CouchDB stores them.
+    public var attachmentCompression = AttachmentCompression()
     /// `[query_server_config] partition_query_limit`: the most rows a partition query may ask for.
     public var partitionQueryLimit = 2000
     /// `[chttpd] x_forwarded_host`: the header naming the host a proxy was asked for (`Location`).
@@ -49,6 +52,11 @@ public struct ServerConfiguration: Sendable {
     public var isLoopbackOnly: Bool {
         let octets = listener.bindAddress.split(separator: ".")
         return octets.count == 4 && octets[0] == "127"
+    }
+
+    /// Whether a value is one Couchette accepts for `[section] key` (see `ConfigurationRules`).
+    public static func check(section: String, key: String, value: String) throws(ConfigurationError) {
+        try ConfigurationRules.check(section: section, key: key, value: value)
     }
 
     public func validate() throws(ConfigurationError) {
@@ -127,6 +135,11 @@ public struct CORSConfiguration: Sendable {
 
     /// `origins = *` with `credentials = true` is accepted, as CouchDB's `chttpd_cors` accepts
     /// it (each page's own origin is echoed, never `*`); an empty origin is refused.
+    /// Whether a value is one Couchette accepts for `[section] key` (see `ConfigurationRules`).
+    public static func check(section: String, key: String, value: String) throws(ConfigurationError) {
+        try ConfigurationRules.check(section: section, key: key, value: value)
+    }
+
     public func validate() throws(ConfigurationError) {
         if origins.contains(where: { $0.allSatisfy { $0 == " " || $0 == "\t" } }) {
             throw ConfigurationError("CORS: an origin cannot be empty")
@@ -148,92 +161,81 @@ extension ServerConfiguration {
     /// `[couch_httpd_auth]` (`timeout`, `iterations`, `allow_persistent_cookies`,
     /// `same_site`, `require_valid_user`), `[httpd]` (`WWW-Authenticate`, `enable_cors`),
     /// `[cors]` and `[admins]`, plus `[couchette]` for Couchette's own limits.
+    /// Every entry is checked first (`ConfigurationRules`: names, values, and each key's type and
+    /// range), so what follows reads only values it can use.
     public mutating func apply(_ file: ConfigurationFile) throws(ConfigurationError) {
-        func int(_ key: String, _ sections: String...) throws(ConfigurationError) -> Int? {
-            guard let text = file.entries.last(where: { sections.contains($0.section) && $0.key == key })?.value else { return nil }
-            guard let value = Int(text) else { throw ConfigurationError("\(key) must be an integer, not \"\(text)\"") }
-            return value
+        for entry in file.entries where entry.section != "admins" {
+            try ConfigurationRules.check(section: entry.section, key: entry.key, value: entry.value)
         }
-        func bool(_ key: String, _ sections: String...) throws(ConfigurationError) -> Bool? {
-            guard let text = file.entries.last(where: { sections.contains($0.section) && $0.key == key })?.value else { return nil }
-            switch text.lowercased() {
-            case "true": return true
-            case "false": return false
-            default: throw ConfigurationError("\(key) must be true or false, not \"\(text)\"")
-            }
+        func int(_ key: String, _ sections: String...) -> Int? {
+            file.entries.last(where: { sections.contains($0.section) && $0.key == key }).flatMap { ConfigurationRules.integer($0.value) }
+        }
+        func bool(_ key: String, _ sections: String...) -> Bool? {
+            file.entries.last(where: { sections.contains($0.section) && $0.key == key }).flatMap { ConfigurationRules.boolean($0.value) }
         }
         func list(_ text: String) -> [String] {
             text.split(separator: ",").map { $0.trimmingWhitespace() }.filter { !$0.isEmpty }
         }
         let auth = ["chttpd_auth", "couch_httpd_auth"]
 
-        if let port = try int("port", "chttpd", "httpd") { listener.port = port }
+        if let port = int("port", "chttpd", "httpd") { listener.port = port }
         if let address = file.value("bind_address", in: "chttpd", "httpd") { listener.bindAddress = address }
-        if let size = try int("max_http_request_size", "chttpd", "httpd") { listener.maximumBodySize = size }
-        if let size = try int("max_document_size", "couchdb") { maximumDocumentSize = size }
+        if let size = int("max_http_request_size", "chttpd", "httpd") { listener.maximumBodySize = size }
+        if let size = int("max_document_size", "couchdb") { maximumDocumentSize = size }
         if let mode = file.value("maintenance_mode", in: "couchdb") { maintenanceMode = mode.lowercased() }
-        if let count = try int("max_dbs_open", "couchdb") {
-            guard count > 0 else { throw ConfigurationError("max_dbs_open must be positive") }
-            maximumOpenDatabases = count
-        }
-        if let size = try int("max_partition_size", "couchdb") {
-            guard size >= 0 else { throw ConfigurationError("max_partition_size must not be negative") }
-            maximumPartitionSize = size
-        }
-        if let limit = try int("partition_query_limit", "query_server_config") {
-            guard limit > 0 else { throw ConfigurationError("partition_query_limit must be positive") }
-            partitionQueryLimit = limit
+        if let count = int("max_dbs_open", "couchdb") { maximumOpenDatabases = count }
+        if let size = int("max_partition_size", "couchdb") { maximumPartitionSize = size }
+        if let limit = int("partition_query_limit", "query_server_config") { partitionQueryLimit = limit }
+        let compressibleTypes = file.value("compressible_types", in: "attachments")
+        let compressionLevel = int("compression_level", "attachments")
+        if compressibleTypes != nil || compressionLevel != nil {
+            // A level outside 1–9 stores every attachment as sent, as in CouchDB.
+            attachmentCompression = AttachmentCompression(types: compressibleTypes ?? attachmentCompression.types,
+                                                          level: compressionLevel ?? attachmentCompression.level)
         }
         if let header = file.value("x_forwarded_host", in: "chttpd", "httpd") { forwardedHostHeader = header }
-        if let allowed = try bool("allow_jsonp", "chttpd", "httpd") { allowJSONP = allowed }
-        if let threads = try int("threads", "couchette") { listener.threadCount = threads }
+        if let allowed = bool("allow_jsonp", "chttpd", "httpd") { allowJSONP = allowed }
+        if let threads = int("threads", "couchette") { listener.threadCount = threads }
         if let directory = file.value("public_dir", in: "couchette"), !directory.isEmpty { publicDirectory = directory }
-        if let limit = try int("max_connections", "couchette") { listener.connectionLimit = limit }
-        if let seconds = try int("idle_timeout", "couchette") { listener.idleTimeoutSeconds = seconds }
-        if let seconds = try int("header_timeout", "couchette") { listener.headerTimeoutSeconds = Double(max(1, seconds)) }
-        if let seconds = try int("body_timeout", "couchette") { listener.bodyGraceSeconds = Double(max(1, seconds)) }
-        if let rate = try int("body_min_rate", "couchette") { listener.minimumBodyRate = max(1, rate) }
-        if let count = try int("max_connections_per_address", "couchette") { listener.maximumConnectionsPerAddress = max(1, count) }
-        if let size = try int("max_url_length", "couchette") { listener.maximumURLLength = size }
-        if let size = try int("max_header_size", "couchette") { listener.maximumHeaderSize = size }
-        if let milliseconds = try int("os_process_timeout", "query_server_config") {
-            guard milliseconds > 0 else { throw ConfigurationError("os_process_timeout must be positive") }
-            functions.timeout = Double(milliseconds) / 1000
-        }
-        if let bytes = try int("function_memory_limit", "couchette") {
-            guard bytes >= 16 * 1024 * 1024 else { throw ConfigurationError("function_memory_limit must be at least 16777216") }
-            functions.memory = bytes
-        }
-        if let jobs = try int("max_jobs", "replicator") { replicator.maxJobs = jobs }
-        if let interval = try int("interval", "replicator") { replicator.intervalMilliseconds = interval }
-        if let churn = try int("max_churn", "replicator") { replicator.maxChurn = churn }
+        if let limit = int("max_connections", "couchette") { listener.connectionLimit = limit }
+        if let seconds = int("idle_timeout", "couchette") { listener.idleTimeoutSeconds = seconds }
+        if let seconds = int("header_timeout", "couchette") { listener.headerTimeoutSeconds = Double(seconds) }
+        if let seconds = int("body_timeout", "couchette") { listener.bodyGraceSeconds = Double(seconds) }
+        if let rate = int("body_min_rate", "couchette") { listener.minimumBodyRate = rate }
+        if let count = int("max_connections_per_address", "couchette") { listener.maximumConnectionsPerAddress = count }
+        if let size = int("max_url_length", "couchette") { listener.maximumURLLength = size }
+        if let size = int("max_header_size", "couchette") { listener.maximumHeaderSize = size }
+        if let milliseconds = int("os_process_timeout", "query_server_config") { functions.timeout = Double(milliseconds) / 1000 }
+        if let bytes = int("function_memory_limit", "couchette") { functions.memory = bytes }
+        if let jobs = int("max_jobs", "replicator") { replicator.maxJobs = jobs }
+        if let interval = int("interval", "replicator") { replicator.intervalMilliseconds = interval }
+        if let churn = int("max_churn", "replicator") { replicator.maxChurn = churn }
 
         if let text = file.value("default_security", in: "couchdb") {
-            switch text {
+            switch text.lowercased() {
             // As CouchDB 3 reads it for the (clustered) databases clients see: `admin_local`
             // restricts only node-local databases, which Couchette does not have.
             case "admin_only": authentication.defaultSecurity = .adminOnly
-            case "everyone", "admin_local": authentication.defaultSecurity = .everyone
-            default: throw ConfigurationError("default_security must be admin_only or everyone, not \"\(text)\"")
+            default: authentication.defaultSecurity = .everyone   // everyone, admin_local
             }
         }
-        if let editable = try bool("users_db_security_editable", "couchdb") {
+        if let editable = bool("users_db_security_editable", "couchdb") {
             authentication.usersDatabaseSecurityEditable = editable
         }
-        if let seconds = try int("timeout", auth[0], auth[1]) { authentication.sessionTimeout = seconds }
-        if let count = try int("iterations", auth[0], auth[1]) { authentication.iterations = count }
-        if let count = try int("min_iterations", auth[0], auth[1]) { authentication.minimumIterations = count }
-        if let count = try int("max_iterations", auth[0], auth[1]) { authentication.maximumIterations = count }
-        if let persistent = try bool("allow_persistent_cookies", auth[0], auth[1]) {
+        if let seconds = int("timeout", auth[0], auth[1]) { authentication.sessionTimeout = seconds }
+        if let count = int("iterations", auth[0], auth[1]) { authentication.iterations = count }
+        if let count = int("min_iterations", auth[0], auth[1]) { authentication.minimumIterations = count }
+        if let count = int("max_iterations", auth[0], auth[1]) { authentication.maximumIterations = count }
+        if let persistent = bool("allow_persistent_cookies", auth[0], auth[1]) {
             authentication.allowPersistentCookies = persistent
         }
         if let sameSite = file.value("same_site", in: auth[0], auth[1]), !sameSite.isEmpty {
             authentication.cookieSameSite = sameSite
         }
-        if let required = try bool("require_valid_user", "chttpd", auth[0], auth[1]) {
+        if let required = bool("require_valid_user", "chttpd", auth[0], auth[1]) {
             authentication.requireValidUser = required
         }
-        if let exceptUp = try bool("require_valid_user_except_for_up", "chttpd", auth[0], auth[1]) {
+        if let exceptUp = bool("require_valid_user_except_for_up", "chttpd", auth[0], auth[1]) {
             authentication.requireValidUserExceptForUp = exceptUp
         }
         if let challenge = file.value("WWW-Authenticate", in: "httpd", "chttpd"), !challenge.isEmpty {
@@ -243,18 +245,15 @@ extension ServerConfiguration {
             authentication.admins.append(AdminEntry(name: entry.key, secret: entry.value))
         }
 
-        let corsEnabled = try bool("enable_cors", "chttpd", "httpd") ?? true
+        let corsEnabled = bool("enable_cors", "chttpd", "httpd") ?? true
         if let origins = file.value("origins", in: "cors") { cors.origins = corsEnabled ? list(origins) : [] }
         if !corsEnabled { cors.origins = [] }
-        if let credentials = try bool("credentials", "cors") { cors.credentials = credentials }
+        if let credentials = bool("credentials", "cors") { cors.credentials = credentials }
         if let methods = file.value("methods", in: "cors") { cors.methods = list(methods) }
         if let headers = file.value("headers", in: "cors") { cors.headers = list(headers).map { $0.lowercased() } }
         if let exposed = file.value("exposed_headers", in: "cors") { cors.exposedHeaders = list(exposed).map { $0.lowercased() } }
-        if let maxAge = try int("max_age", "cors") { cors.maxAge = maxAge }
-        if let level = file.value("level", in: "log") {
-            guard LogLevelControl.level(named: level) != nil else { throw ConfigurationError("unknown log level \"\(level)\"") }
-            logLevel = level
-        }
+        if let maxAge = int("max_age", "cors") { cors.maxAge = maxAge }
+        if let level = file.value("level", in: "log") { logLevel = level }
         for entry in file.entries where !Self.isInterpreted(entry) {
             otherEntries.removeAll { $0.section == entry.section && $0.key == entry.key }
             otherEntries.append(entry)

@@ -121,7 +121,7 @@ enum AllDocumentsRoute {
         let rows = Array(listed.dropFirst(query.skip).prefix(query.limit ?? Int.max))
         var counting = query
         counting.startKey = nil
-        var output = AllDocumentsStream.prelude(total: try database.allDocumentsPosition(counting).total, offset: 0,
+        var output = AllDocumentsStream.prelude(total: try database.allDocumentsPosition(counting).total, offset: nil,
                                                 updateSequence: updateSequence)
         for (index, row) in rows.enumerated() {
             output.append(contentsOf: index == 0 ? "\n".utf8 : ",\n".utf8)

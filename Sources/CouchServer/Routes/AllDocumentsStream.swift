@@ -26,8 +26,9 @@ final class AllDocumentsStream: PagedListingStream, @unchecked Sendable {
         remaining = query.limit ?? Int.max
     }
 
-    static func prelude(total: Int, offset: Int, updateSequence: Int?) -> [UInt8] {
-        var text = #"{"total_rows":\#(total),"offset":\#(offset)"#
+    /// The head of the answer; `offset` is null for a `keys` query, as CouchDB 3 answers it.
+    static func prelude(total: Int, offset: Int?, updateSequence: Int?) -> [UInt8] {
+        var text = #"{"total_rows":\#(total),"offset":\#(offset.map(String.init) ?? "null")"#
         if let updateSequence { text += #","update_seq":\#(UpdateSequence(updateSequence).json.serializedString())"# }
         return Array((text + #","rows":["#).utf8)
     }

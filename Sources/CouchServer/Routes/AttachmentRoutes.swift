@@ -16,20 +16,24 @@ enum AttachmentRoutes {
                 database, id: id, revision: snapshot.revision.revision, attachment: attachment)
         }
         let etag = "\"\(attachment.digest.dropFirst(4))\""
-        var headers: [(name: String, value: String)] = [("ETag", etag), ("Accept-Ranges", "bytes")]
+        // Ranges of the stored bytes only when they are the client's bytes, as in CouchDB.
+        var headers: [(name: String, value: String)] = [("ETag", etag),
+                                                        ("Accept-Ranges", attachment.encoding == nil ? "bytes" : "none")]
         if context.etagMatches(etag) {
             return HTTPResponse(status: 304, headers: headers)
         }
         headers.append(("Content-Type", attachment.contentType))
         let path = database.attachments.path(for: attachment.blobKey)
-        if attachment.encoding != nil {
-            if context.request.header("accept-encoding")?.contains("gzip") == true {
-                headers.append(("Content-Encoding", "gzip"))
+        if let encoding = attachment.encoding {
+            if acceptsEncoding(encoding, context.request.header("accept-encoding")) {
+                headers.append(("Content-Encoding", encoding))
                 return HTTPResponse(status: 200, headers: headers, body: .file(path: path, offset: 0, length: attachment.storedLength))
             }
-            // Stored compressed, asked for as is: decompressed in memory (compressible types are text).
-            let options = AttachmentRenderOptions(store: database.attachments)
-            return HTTPResponse(status: 200, headers: headers, body: .bytes(try options.identityData(attachment)))
+            // Stored compressed, asked for as is: decoded as it is sent. A length equal to the
+            // stored one is unknown (inline gzip data sent without it): chunked, as in CouchDB.
+            let decodedLength = attachment.length == attachment.storedLength ? nil : attachment.length
+            return HTTPResponse(status: 200, headers: headers,
+                                body: .stream(DecodedAttachmentStream(path: path, decodedLength: decodedLength)))
         }
         if let range = context.request.header("range") {
             switch ByteRange.parse(range, length: attachment.length) {
@@ -52,13 +56,14 @@ enum AttachmentRoutes {
         let database = try context.database()
         guard case .attachment(_, let id, let name) = context.endpoint else { throw CouchError.notFound() }
         try validate(name)
+        let contentType = context.request.header("content-type") ?? "application/octet-stream"
         let blob: StagedBlob
         if let upload = context.request.bodySink as? BlobUploadSink {
             blob = try upload.commit()
         } else {
-            blob = try database.attachments.ingest(context.request.body)
+            blob = try database.attachments.ingest(context.request.body, compressing: database.attachments.compresses(
+                contentType: contentType, encoding: nil))
         }
-        let contentType = context.request.header("content-type") ?? "application/octet-stream"
         let revision = try database.putAttachment(id, revision: try context.revisionOption(), name: name,
                                                   contentType: contentType, blob: blob, as: context.user)
         return .json(context.quorumStatus(201), DocumentJSON.writeResult(id: id, revision: revision),
@@ -73,6 +78,22 @@ enum AttachmentRoutes {
         let newRevision = try database.deleteAttachment(id, revision: revision, name: name, as: context.user)
         return .json(context.quorumStatus(200), DocumentJSON.writeResult(id: id, revision: newRevision),
                      headers: [("ETag", "\"\(newRevision)\"")])
+    }
+
+    /// Whether `Accept-Encoding` accepts `encoding`: named, or `*`, with a weight above 0
+    /// (mochiweb's `accepted_encodings`, as CouchDB asks it).
+    static func acceptsEncoding(_ encoding: String, _ header: String?) -> Bool {
+        guard let header else { return false }
+        var wildcard = false
+        for entry in header.lowercased().split(separator: ",") {
+            let parts = entry.split(separator: ";")
+            guard let name = parts.first?.trimmingWhitespace() else { continue }
+            let weight = parts.dropFirst().lazy.map { $0.trimmingWhitespace() }.first { $0.hasPrefix("q=") }
+                .flatMap { Double($0.dropFirst(2)) } ?? 1
+            if name == encoding { return weight > 0 }
+            if name == "*" { wildcard = weight > 0 }
+        }
+        return wildcard
     }
 
     /// CouchDB refuses attachment names it would confuse with its own resources.

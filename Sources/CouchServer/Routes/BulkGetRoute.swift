@@ -42,6 +42,8 @@ enum BulkGetRoute {
         let latest = try context.boolOption("latest") || body["latest"]?.boolValue == true
         let lookUp = { (item: Item) in try Self.lookUp(item, database: database, latest: latest) }
         if context.request.accepts("multipart/mixed") {
+            // Every attachment's body, as CouchDB's `send_docs_multipart_bulk_get` sends them.
+            options.attachments.sendsAll()
             return try multipart(items, lookUp: lookUp, options: options)
         }
         return try json(items, lookUp: lookUp, options: options)

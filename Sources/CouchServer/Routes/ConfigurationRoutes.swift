@@ -65,6 +65,9 @@ enum ConfigurationRoutes {
         return .json(200, JSONValue(value))
     }
 
+    /// Checked as CouchDB checks (a blacklisted section, a JSON string, names and value on one
+    /// printable line), then `ConfigurationRules`' type and range of the keys Couchette reads
+    /// (400 with the rule), and never a path (403, as CouchDB refuses a blacklisted section).
     static func putKey(_ context: RouteContext) throws -> HTTPResponse {
         try checkNode(context)
         let (section, key) = try sectionAndKey(context)
@@ -73,7 +76,16 @@ enum ConfigurationRoutes {
             throw CouchError.badRequest("The value of a configuration key must be a JSON string")
         }
         let value = raw.trimmingWhitespace()
-        guard !value.contains(where: \.isNewline) else { throw CouchError.badRequest("Configuration values are single lines") }
+        do {
+            try ConfigurationRules.checkSection(section)
+            if section != "admins" { try ConfigurationRules.checkKey(key) }
+            try ConfigurationRules.checkValue(value)
+        } catch {
+            throw CouchError.badRequest(error.description)
+        }
+        if ConfigurationRules.isPath(section: section, key: key) {
+            throw CouchError(.forbidden, "Config key naming a path cannot be modified over HTTP API.")
+        }
         let old = currentValue(context, section: section, key: key) ?? ""
         try set(context, section: section, key: key, value: value)
         context.server.logger.info("configuration: set [\(section)] \(key)")
@@ -109,7 +121,7 @@ enum ConfigurationRoutes {
         try checkNode(context)
         let server = context.server
         do {
-            try server.liveConfiguration.reload()
+            server.liveConfiguration.reload()
             try server.install(try server.liveConfiguration.effective())
         } catch let error as ConfigurationError {
             throw CouchError.badRequest(error.description)

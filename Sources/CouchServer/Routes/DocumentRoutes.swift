@@ -91,24 +91,34 @@ enum DocumentRoutes {
     }
 
     /// Pairs the attachments marked `follows` with the uploaded parts: by the part's file
-    /// name when it has one, otherwise in the order the attachments appear. Parts left
-    /// over are released.
-    private static func matchFollowingParts(_ json: JSONValue, parts: [(filename: String?, blob: StagedBlob)],
+    /// name when it has one, otherwise in the order the attachments appear, and stores them
+    /// (compressible types unencoded compressed). Parts left over are dropped.
+    private static func matchFollowingParts(_ json: JSONValue, parts: [(filename: String?, writer: BlobWriter)],
                                             database: Database) throws -> [String: StagedBlob] {
         var remaining = parts
-        var matched: [String: StagedBlob] = [:]
+        var matched: [String: BlobWriter] = [:]
         let following = (json["_attachments"]?.objectValue ?? JSONObject()).filter { $0.value["follows"]?.boolValue == true }
         for (name, _) in following {
             let index = remaining.firstIndex { $0.filename == name } ?? remaining.firstIndex { $0.filename == nil }
                 ?? remaining.indices.first
             guard let index else {
-                database.discardStaged(remaining.map(\.blob) + Array(matched.values))
                 throw CouchError.badRequest("Missing attachment body for \(name) in the multipart request")
             }
-            matched[name] = remaining.remove(at: index).blob
+            matched[name] = remaining.remove(at: index).writer
         }
-        database.discardStaged(remaining.map(\.blob))
-        return matched
+        var staged: [String: StagedBlob] = [:]
+        do {
+            for (name, meta) in following {
+                guard let writer = matched[name] else { continue }
+                let compressing = database.attachments.compresses(contentType: meta["content_type"]?.stringValue,
+                                                                  encoding: meta["encoding"]?.stringValue)
+                staged[name] = try database.attachments.commit(writer, compressing: compressing)
+            }
+        } catch {
+            database.discardStaged(Array(staged.values))
+            throw error
+        }
+        return staged
     }
 
     static func postDocument(_ context: RouteContext) throws -> HTTPResponse {

@@ -10,7 +10,7 @@ enum LocalDocumentRoutes {
 
     static func putLocalDocument(_ context: RouteContext) throws -> HTTPResponse {
         let id = try context.documentID
-        var edit = try DocumentEdit(json: try context.jsonBody())
+        var edit = try DocumentEdit(json: try context.jsonBody(), isLocal: true)
         edit.id = id
         // A local document has no revision tree: `_revisions` is ignored, only `_rev` counts.
         edit.revisionField = try DocumentRoutes.reconcileRevision(body: edit.revisionField, request: try context.revisionOption())

@@ -12,6 +12,10 @@ enum OpenRevisionsResponse {
         options.revisions = try context.boolOption("revs")
         options.conflicts = try context.boolOption("conflicts")
         options.attachments = try AttachmentRenderOptions(context, store: database.attachments)
+        // As multipart, every attachment's body is sent (but those `atts_since` covers), asked
+        // for or not, as CouchDB's `send_docs_multipart` sends them: its replicator asks without
+        // `attachments=true` and takes a stub for one the target already has.
+        if context.request.accepts("multipart/mixed") { options.attachments.sendsAll() }
 
         guard let (record, revisions, stored) = try database.revisions(id, choosing: {
             resolve(requested, tree: $0, latest: latest)
