@@ -88,7 +88,7 @@ struct Dump: ParsableCommand {
             The first line is a header naming the database; then one line per document with all its leaf \
             revisions (conflicts and deletions included), their _revisions and their attachments in base64. \
             `couchette load` rebuilds the same revision trees from it. Documents are read one at a time. \
-            Run it while no server uses the data directory.
+            Run it while no server uses the data directory. See docs/operations.md.
             """)
 
     @Option(name: .customLong("data-dir"), help: "The data directory (default ./data).")
@@ -139,7 +139,10 @@ struct Dump: ParsableCommand {
 struct Load: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Read a database written by `couchette dump` (revisions written as replication writes them).",
-        discussion: "Run it while no server uses the data directory. Lines are read and written one at a time.")
+        discussion: """
+            Run it while no server uses the data directory. Lines are read and written one at a time. \
+            See docs/operations.md.
+            """)
 
     @Option(name: .customLong("data-dir"), help: "The data directory (default ./data).")
     var dataDirectory = "./data"

@@ -6,7 +6,9 @@ import Foundation
 
 /// `couchette version`: Couchette's version, the CouchDB API it follows, SQLite's.
 struct Version: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Print the versions of Couchette, its CouchDB API and SQLite.")
+    static let configuration = CommandConfiguration(
+        abstract: "Print the versions of Couchette, its CouchDB API and SQLite.",
+        discussion: "See docs/configuration.md.")
 
     func run() throws {
         print("Couchette \(ServerInfo.version) (CouchDB \(ServerInfo.couchDBVersion) API, SQLite \(DatabaseManager.sqliteVersion))")
@@ -17,7 +19,10 @@ struct Version: ParsableCommand {
 struct Compact: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Compact databases of a data directory (drop the bodies no revision needs, reclaim space).",
-        discussion: "It refuses a data directory a server has open; a running server compacts with POST /db/_compact.")
+        discussion: """
+            It refuses a data directory a server has open; a running server compacts with POST /db/_compact. \
+            See docs/operations.md.
+            """)
 
     @Option(name: .customLong("data-dir"), help: "The data directory (default ./data).")
     var dataDirectory = "./data"

@@ -16,6 +16,7 @@ struct Replicate: ParsableCommand {
             SOURCE and TARGET are database names in --data-dir or URLs (http://user:password@host:5984/db). \
             A one-shot replication prints CouchDB's result when done; a continuous one runs until \
             interrupted (Ctrl-C stops it after a last checkpoint). Passwords are never printed.
+            See docs/replication.md.
             """)
 
     @Argument(help: "The database to copy from: a name in --data-dir or a URL.")

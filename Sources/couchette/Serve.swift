@@ -20,6 +20,9 @@ struct Serve: ParsableCommand {
             variables (COUCHETTE_COUCHDB__MAX_DOCUMENT_SIZE=1000000, COUCHETTE_ADMINS__alice=secret); \
             DATA-DIR/local.ini (written by PUT /_node/_local/_config/SECTION/KEY); the --config file; \
             CouchDB's defaults. A value set through /_node/_local/_config takes effect at once.
+
+            Admins and users are described in docs/security.md, running it for real in \
+            docs/operations.md. See docs/configuration.md.
             """)
 
     @Option(help: "TCP port to listen on (default 5984); 0 picks a free port and prints it.")

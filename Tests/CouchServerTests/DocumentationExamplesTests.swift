@@ -11,7 +11,8 @@ import Testing
 /// (a fresh server, admin `admin`/`secret` in the URL) and `PEER` (a second one) set; the lines
 /// after it, up to the next command, are what it prints. Output
 /// that is JSON is compared as a pattern: every member and element shown must be there and
-/// equal (`"..."` stands for any value, and an object need not show all its members); other
+/// equal (`"..."` stands for any value, a string ending in `...` for any string that starts
+/// with what precedes it, and an object need not show all its members); other
 /// output must appear in what the command printed. A command that only reads (no `-X`, no
 /// `-d`) is tried again for a few seconds until its output matches, for what happens in the
 /// background (a replication). Blocks of other languages are not run.
@@ -48,6 +49,76 @@ import Testing
             } while Date() < deadline
             #expect(example.matches(output), "\(page) line \(example.line): \(example.command)\nexpected:\n\(example.expected)\ngot:\n\(output)")
         }
+    }
+}
+
+/// The guide holds together: every page of docs/ is linked from the README and has a table of
+/// contents, and every relative link (and its `#anchor`, as GitHub makes them from headings)
+/// leads somewhere.
+@Suite struct DocumentationLinksTests {
+    @Test func everyPageIsReachableAndEveryLinkResolves() throws {
+        let root = DocumentationExamplesTests.root
+        let pages = DocumentationExamplesTests.pages
+        var texts: [String: String] = [:]
+        var anchors: [String: Set<String>] = [:]
+        for page in pages {
+            let text = Self.withoutCodeBlocks(try String(contentsOf: root.appendingPathComponent(page), encoding: .utf8))
+            texts[page] = text
+            anchors[page] = Set(text.split(separator: "\n").filter { $0.hasPrefix("#") }.map {
+                Self.anchor(String($0.drop { $0 == "#" }))
+            })
+        }
+        var linkedFromReadme: Set<String> = []
+        for page in pages {
+            let text = texts[page] ?? ""
+            let directory = (page as NSString).deletingLastPathComponent
+            if page != "README.md" {
+                #expect(text.contains("](#"), "\(page) has no table of contents")
+            }
+            for target in Self.links(in: text) where !target.contains("://") {
+                let parts = target.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
+                let file = parts[0].isEmpty ? page
+                    : ((directory as NSString).appendingPathComponent(parts[0]) as NSString).standardizingPath
+                #expect(FileManager.default.fileExists(atPath: root.appendingPathComponent(file).path),
+                        "\(page) links to \(target), which does not exist")
+                if page == "README.md" { linkedFromReadme.insert(file) }
+                if parts.count == 2, let known = anchors[file] {
+                    #expect(known.contains(parts[1]), "\(page) links to \(target): no such heading")
+                }
+            }
+        }
+        for page in pages where page != "README.md" {
+            #expect(linkedFromReadme.contains(page), "README.md does not link to \(page)")
+        }
+    }
+
+    /// The targets of `[text](target)` links.
+    static func links(in text: String) -> [String] {
+        var targets: [String] = []
+        var rest = Substring(text)
+        while let open = rest.range(of: "](") {
+            rest = rest[open.upperBound...]
+            guard let close = rest.firstIndex(where: { $0 == ")" || $0 == " " }) else { break }
+            targets.append(String(rest[..<close]))
+        }
+        return targets
+    }
+
+    /// A heading's anchor as GitHub makes it: lowercased, punctuation but `-` and `_` dropped,
+    /// spaces made hyphens.
+    static func anchor(_ heading: String) -> String {
+        String(heading.trimmingCharacters(in: .whitespaces).lowercased().compactMap { character -> Character? in
+            if character == " " { return "-" }
+            return character.isLetter || character.isNumber || character == "-" || character == "_" ? character : nil
+        })
+    }
+
+    static func withoutCodeBlocks(_ text: String) -> String {
+        var inBlock = false
+        return text.split(separator: "\n", omittingEmptySubsequences: false).filter { line in
+            if line.hasPrefix("```") { inBlock.toggle(); return false }
+            return !inBlock
+        }.joined(separator: "\n")
     }
 }
 
@@ -146,6 +217,9 @@ struct DocumentationExample {
     static func matches(_ value: JSONValue, _ pattern: JSONValue) -> Bool {
         if pattern == "..." { return true }
         switch (value, pattern) {
+        case (.string(let text), .string(let wanted)) where wanted.hasSuffix("..."):
+            // "1-..." stands for a revision of generation 1, whatever its digest.
+            return text.hasPrefix(wanted.dropLast(3))
         case (.object(let object), .object(let wanted)):
             return wanted.allSatisfy { member in object[member.key].map { matches($0, member.value) } ?? false }
         case (.array(let items), .array(let wanted)):

@@ -18,6 +18,24 @@ import Testing
         return (process.terminationStatus, String(decoding: data, as: UTF8.self))
     }
 
+    /// `couchette --help` and each subcommand's help name the page of docs/ about it, and the
+    /// page exists.
+    @Test func helpPointsToTheGuide() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        let expected = [[]: "configuration", ["serve"]: "configuration", ["replicate"]: "replication",
+                        ["compact"]: "operations", ["dump"]: "operations", ["load"]: "operations",
+                        ["version"]: "configuration"] as [[String]: String]
+        for (subcommand, page) in expected {
+            let help = try run(subcommand + ["--help"])
+            #expect(help.status == 0)
+            // The help is wrapped to the terminal's width: compare it with single spaces.
+            let text = help.output.split(whereSeparator: \.isWhitespace).joined(separator: " ")
+            #expect(text.contains("See docs/\(page).md."), "couchette \(subcommand.joined()) --help: \(help.output)")
+            #expect(FileManager.default.fileExists(atPath: root.appendingPathComponent("docs/\(page).md").path))
+        }
+    }
+
     @Test func versionAndCompact() throws {
         let version = try run(["version"])
         #expect(version.status == 0)

@@ -101,6 +101,9 @@ every scenario: each leaf revision (deleted ones included) with its history, bod
 attachments (metadata, digest, encoding, bytes), each document's winner, `_conflicts` and
 `_deleted_conflicts`, and the document counts. Its latest results are below.
 
+- [Running it](#running-it)
+- [Latest results](#latest-results)
+
 ## Running it
 
 The scenarios need a built Apache CouchDB {peers.RELEASE_VERSION} release. The repository deliberately
