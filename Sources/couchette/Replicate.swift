@@ -49,6 +49,17 @@ struct Replicate: ParsableCommand {
         """)
     var transform: String?
 
+    @Option(help: """
+        all (the default) or on_demand: a pull into a database of the server keeps only the \
+        attachments' metadata, and the server fetches each body from the source when it is first read. \
+        Needs a server (--server, or the one serving --data-dir), which keeps the replication as the \
+        _replicator document --id, so it knows where the bodies are.
+        """)
+    var attachments: String?
+
+    @Option(help: "The _replicator document an --attachments on_demand replication is saved as (default: cli-SOURCE-TARGET).")
+    var id: String?
+
     @Option(name: .customLong("data-dir"), help: "Where local databases live.")
     var dataDirectory = "./data"
 
@@ -76,6 +87,10 @@ struct Replicate: ParsableCommand {
     func validate() throws {
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level \(logLevel)") }
         if selector != nil, (try? JSONValue.parse(selector!)) == nil { throw ValidationError("--selector must be JSON") }
+        if let attachments, !["all", "on_demand"].contains(attachments) {
+            throw ValidationError("--attachments takes all or on_demand")
+        }
+        if id != nil, !savesDocument { throw ValidationError("--id names the document of an --attachments on_demand replication") }
         for parameter in queryParameters where !parameter.contains("=") {
             throw ValidationError("--query-param takes KEY=VALUE")
         }
@@ -107,7 +122,22 @@ struct Replicate: ParsableCommand {
         }
         if let selector { body["selector"] = try JSONValue.parse(selector) }
         if let transform { body["transform"] = JSONValue(transform) }
+        if let attachments { body["attachments"] = JSONValue(attachments) }
         return body
+    }
+
+    /// On-demand bodies are fetched long after the run, from the source a `_replicator`
+    /// document names: such a replication is saved as one rather than run once.
+    private var savesDocument: Bool { attachments == "on_demand" }
+
+    /// The `_replicator` document's ID: given, or made of the two names.
+    private var documentID: String {
+        if let id { return id }
+        func name(_ text: String) -> String {
+            let last = text.split(separator: "/").last.map(String.init) ?? text
+            return String(last.map { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" ? $0 : "_" })
+        }
+        return "cli-\(name(source))-\(name(target))"
     }
 
     func run() throws {
@@ -131,6 +161,12 @@ struct Replicate: ParsableCommand {
             FileHandle.standardError.write(Data("\(inUse): replicating through it\n".utf8))
             try runOnServer(address, discovered: true)
             return
+        }
+        if savesDocument {
+            throw ValidationError("""
+                --attachments on_demand needs a server to fetch each body when it is read: \
+                start couchette serve on \(dataDirectory), or give --server
+                """)
         }
         let showProgress = !noProgress && isatty(STDERR_FILENO) == 1
         let finished = DispatchSemaphore(value: 0)
@@ -183,7 +219,8 @@ struct Replicate: ParsableCommand {
             : isatty(STDERR_FILENO) == 1 ? .terminal : progress ? .lines : nil
         let replication: ServerReplication
         do {
-            replication = try ServerReplication(server: server, body: try body(), progress: output)
+            replication = try ServerReplication(server: server, body: try body(), progress: output,
+                                                savedAs: savesDocument ? documentID : nil)
         } catch let error as ServerReplicationError {
             throw ValidationError(error.description)
         }

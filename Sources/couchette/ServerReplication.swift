@@ -15,10 +15,13 @@ struct ServerReplication {
     let body: JSONObject
     /// Progress on the terminal (redrawn in place) or as lines (`--progress` without one).
     let progress: ProgressOutput?
+    /// The `_replicator` document the replication is saved as, rather than posted to
+    /// `_replicate` (attachments on demand: the server must know the source for later reads).
+    let savedAs: String?
 
     enum ProgressOutput { case terminal, lines }
 
-    init(server: String, body: JSONObject, progress: ProgressOutput?) throws {
+    init(server: String, body: JSONObject, progress: ProgressOutput?, savedAs: String? = nil) throws {
         var url = server
         while url.hasSuffix("/") { url.removeLast() }
         guard let schemeEnd = url.range(of: "://") else { throw ServerReplicationError("--server must be an http(s) URL") }
@@ -36,6 +39,7 @@ struct ServerReplication {
         authorization = headers
         self.body = body
         self.progress = progress
+        self.savedAs = savedAs
     }
 
     /// What `_scheduler/jobs` calls this replication's source and target.
@@ -49,6 +53,7 @@ struct ServerReplication {
     /// Runs the replication; returns the server's status and answer (for a continuous one,
     /// once interrupted: the answer to its cancellation).
     func run() throws -> (status: Int, body: [UInt8]) {
+        if let savedAs { return try runSaved(id: savedAs) }
         let client = HTTPClient()
         defer { client.shutdown() }
         let names = displayNames()
@@ -59,7 +64,10 @@ struct ServerReplication {
         let ended = DispatchSemaphore(value: 0)
         let feed = Task {
             guard progress != nil, let names else { return }
-            await follow(client: client, names: names, ended: ended)
+            await follow(client: client, ended: ended) { event in
+                event["source"]?.stringValue == names.source && event["target"]?.stringValue == names.target
+                    && event["doc_id"]?.isNull ?? true
+            }
         }
         let request = self.request("POST", "/_replicate", body: .object(body))
         Task {
@@ -102,16 +110,67 @@ struct ServerReplication {
         return HTTPClient.Request(method: method, url: root + path, headers: headers, body: body?.serialized())
     }
 
+    /// Saves the replication as `_replicator/ID` and watches its `_scheduler/docs` entry until it
+    /// completes or fails (a continuous one: until interrupted; it goes on running on the
+    /// server). Returns that entry, with 200 when the replication completed or goes on.
+    private func runSaved(id: String) throws -> (status: Int, body: [UInt8]) {
+        let client = HTTPClient()
+        defer { client.shutdown() }
+        let box = AnswerBox()
+        let done = DispatchSemaphore(value: 0)
+        let path = "/_replicator/" + PercentEncoding.encode(id)
+        let continuous = body["continuous"]?.boolValue == true
+        let ended = DispatchSemaphore(value: 0)
+        let feed = Task {
+            guard progress != nil else { return }
+            await follow(client: client, ended: ended) { $0["doc_id"]?.stringValue == id }
+        }
+        defer { feed.cancel() }
+        ShutdownSignals.onSignal { _ in
+            box.interrupted = true
+            done.signal()
+        }
+        let save = request("PUT", path, body: .object(body))
+        let poll = request("GET", "/_scheduler/docs" + path)
+        Task {
+            do {
+                let saved = try await client.send(save)
+                guard (200..<300).contains(saved.status) else {
+                    box.answer = (saved.status, saved.body)
+                    done.signal()
+                    return
+                }
+                while !box.interrupted {
+                    let state = try await client.send(poll)
+                    box.answer = (state.status, state.body)
+                    let name = (try? JSONValue.parse(state.body))?["state"]?.stringValue
+                    if name == "failed" || (name == "completed" && !continuous) { break }
+                    try await Task.sleep(nanoseconds: 250_000_000)
+                }
+            } catch {
+                box.answer = (0, Array("{\"error\":\"unreachable\",\"reason\":\"\(root): \(error)\"}".utf8))
+            }
+            done.signal()
+        }
+        done.wait()
+        if progress == .terminal { FileHandle.standardError.write(Data("\n".utf8)) }
+        guard var answer = box.answer else { return (0, []) }
+        let state = (try? JSONValue.parse(answer.body))?["state"]?.stringValue
+        if state == "failed" { answer.status = 500 }
+        if box.interrupted, answer.status == 200 {
+            FileHandle.standardError.write(Data("it goes on on the server as _replicator/\(id): delete that document to stop it\n".utf8))
+        }
+        return answer
+    }
+
     /// Reads the event feed and draws each event of this replication's job.
-    private func follow(client: HTTPClient, names: (source: String, target: String), ended: DispatchSemaphore) async {
+    private func follow(client: HTTPClient, ended: DispatchSemaphore, matching: (JSONObject) -> Bool) async {
         guard let response = try? await client.stream(request("GET", "/_scheduler/jobs?feed=continuous&heartbeat=10000"),
                                                       framing: .lines),
               response.status == 200 else { return }
         defer { response.cancel() }
         while !Task.isCancelled, let line = try? await response.nextLine() {
-            guard !line.isEmpty, let event = try? JSONValue.parse(line).objectValue,
-                  event["source"]?.stringValue == names.source, event["target"]?.stringValue == names.target,
-                  event["doc_id"]?.isNull ?? true else { continue }
+            guard !line.isEmpty, let event = try? JSONValue.parse(line).objectValue, matching(event) else { continue }
             draw(event)
             if ["completed", "failed"].contains(event["state"]?.stringValue ?? "") { ended.signal() }
         }

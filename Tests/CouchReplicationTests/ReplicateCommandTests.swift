@@ -43,4 +43,36 @@ import Testing
         #expect(missing.status == 1)
         #expect(try JSONValue.parse(Array(missing.output.utf8))["error"]?.stringValue != nil, "\(missing.output)")
     }
+
+    /// `--attachments on_demand`: saved as a `_replicator` document on the server, which then
+    /// fetches each body from the source when it is first read; refused without a server.
+    @Test func attachmentsOnDemandAreSavedOnTheServerAndFetchedWhenRead() async throws {
+        let (server, peer) = (try TestServer(), try TestServer())
+        defer { server.stop(); peer.stop() }
+        try await peer.call("PUT", "/notes")
+        let upload = try await offPool {
+            try peer.request("PUT", "/notes/photo/photo.txt", headers: [("Content-Type", "text/plain")], body: "a large picture")
+        }
+        #expect(upload.status == 201)
+
+        let run = try await couchette(["replicate", "--server", server.url, peer.url + "/notes", "lazy",
+                                       "--create-target", "--attachments", "on_demand"])
+        #expect(run.status == 0, "\(run.output) \(run.errors)")
+        #expect(try JSONValue.parse(Array(run.output.utf8))["state"] == "completed", "\(run.output)")
+        #expect(try await server.call("GET", "/_replicator/cli-notes-lazy").json["attachments"] == "on_demand")
+        // Only the metadata came: a read that does not fetch says the body is not here yet.
+        let unfetched = try await server.call("POST", "/lazy/_bulk_get?attachments=true", headers: [("Accept", "application/json")],
+                                              body: ["docs": [["id": "photo"]]])
+        #expect(unfetched.status == 502 && unfetched.json["error"] == "attachment_not_downloaded", "\(unfetched.json)")
+        let body = try await offPool { try server.request("GET", "/lazy/photo/photo.txt") }
+        #expect(body.status == 200 && String(decoding: body.body, as: UTF8.self) == "a large picture")
+
+        let directory = TestServer.makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let alone = try await couchette(["replicate", "--data-dir", directory, peer.url + "/notes", "lazy",
+                                         "--attachments", "on_demand"])
+        #expect(alone.status != 0 && alone.errors.contains("needs a server"), "\(alone.errors)")
+        let wrong = try await couchette(["replicate", "--server", server.url, "a", "b", "--attachments", "some"])
+        #expect(wrong.status != 0 && wrong.errors.contains("all or on_demand"), "\(wrong.errors)")
+    }
 }

@@ -112,6 +112,9 @@ import Testing
             ("foo", "key", "a\nb", "Invalid configuration value"),
             ("foo", "key", "a\r[admins]", "Invalid configuration value"),
             ("foo", "key", "a\u{1}b", "Invalid configuration value"),
+            // Read back as the start of an in-line comment.
+            ("foo", "key", "a ;b", "Invalid configuration value"),
+            ("foo", "k%09%3By", "v", "Invalid configuration key"),
         ]
         for (section, key, value, reason) in refused {
             let answer = try Self.put(server.port, section, key, value)
@@ -153,6 +156,9 @@ import Testing
         let crlf = try ConfigurationFile(text: "[s]\r\na = 1\r\nb = 2\rc = 3\r\n").entries
         #expect(crlf.map(\.key) == ["a", "b", "c"])
         #expect(crlf.map(\.value) == ["1", "2", "3"])
+        // In-line comments start at a `;` after a space or tab, as CouchDB reads them.
+        let commented = try ConfigurationFile(text: "[s] ; the section\na = 500 ; a comment\nb = x\t;y\nc = a;b\n").entries
+        #expect(commented.map { "\($0.section)/\($0.key)=\($0.value)" } == ["s/a=500", "s/b=x", "s/c=a;b"])
         // A CRLF file's admin passwords are hashed in place all the same.
         let directory = TestServer.makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }

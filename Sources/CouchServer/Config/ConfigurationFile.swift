@@ -45,7 +45,7 @@ public struct ConfigurationFile: Sendable {
         while lineStart < scalars.endIndex || number == 0 {
             number += 1
             let lineEnd = scalars[lineStart...].firstIndex { $0 == "\n" || $0 == "\r" } ?? scalars.endIndex
-            let line = trimmed(scalars[lineStart..<lineEnd])
+            let line = withoutInlineComment(trimmed(scalars[lineStart..<lineEnd]))
             if lineEnd == scalars.endIndex {
                 lineStart = lineEnd
             } else {
@@ -74,6 +74,19 @@ public struct ConfigurationFile: Sendable {
             entries.append(Entry(section: section, key: key, value: value))
         }
         return (entries, problems)
+    }
+
+    /// The line up to an in-line comment, which starts with a `;` after a space or tab, as
+    /// CouchDB's `config:remove_comments` reads it (`max_dbs_open = 500 ; a comment`).
+    private static func withoutInlineComment(_ line: Substring.UnicodeScalarView) -> Substring.UnicodeScalarView {
+        var previous: Unicode.Scalar?
+        for index in line.indices {
+            if line[index] == ";", previous == " " || previous == "\t" {
+                return trimmed(line[line.startIndex..<index])
+            }
+            previous = line[index]
+        }
+        return line
     }
 
     private static func trimmed(_ scalars: Substring.UnicodeScalarView) -> Substring.UnicodeScalarView {

@@ -48,7 +48,15 @@ enum ConfigurationRules {
 
     /// One line of printable text (tabs allowed).
     static func checkValue(_ value: String) throws(ConfigurationError) {
-        guard value.unicodeScalars.allSatisfy(isPrintable) else { throw ConfigurationError(invalidValue) }
+        guard value.unicodeScalars.allSatisfy(isPrintable), !startsInlineComment(value) else {
+            throw ConfigurationError(invalidValue)
+        }
+    }
+
+    /// Whether the text holds what the ini reader takes for an in-line comment (a `;` after a
+    /// space or tab), so that it would not read back as written.
+    static func startsInlineComment(_ text: String) -> Bool {
+        text.contains(" ;") || text.contains("\t;")
     }
 
     /// Names, the value's characters, and the type and range of the keys Couchette reads.
@@ -114,6 +122,7 @@ enum ConfigurationRules {
         guard let first = name.unicodeScalars.first, let last = name.unicodeScalars.last,
               !isBlank(first), !isBlank(last) else { return false }
         if place == .key, first == ";" || first == "#" { return false }
+        if startsInlineComment(name) { return false }
         return name.unicodeScalars.allSatisfy { scalar in
             isPrintable(scalar) && scalar != "[" && scalar != "]" && (place == .section || scalar != "=")
         }
@@ -141,8 +150,7 @@ enum ConfigurationRules {
     ]
 
     private static let keys: [String: [String: Kind]] = [
-        "chttpd": http.merging(["require_valid_user": .boolean, "require_valid_user_except_for_up": .boolean,
-                                "decode_plus_to_space": .boolean]) { $1 },
+        "chttpd": http.merging(["require_valid_user": .boolean, "require_valid_user_except_for_up": .boolean]) { $1 },
         "httpd": http,
         "chttpd_auth": [
             "timeout": .integer(seconds), "iterations": .integer(1...1_000_000_000),
@@ -168,8 +176,6 @@ enum ConfigurationRules {
             "max_url_length": .integer(1024...1_048_576), "max_header_size": .integer(1024...1_048_576),
             "function_memory_limit": .integer((16 << 20)...(1 << 40)), "public_dir": .path, "codemirror_dir": .path,
         ],
-        "uuids": ["algorithm": .choice(["sequential", "random", "utc_random", "utc_id"]),
-                  "max_count": .integer(1...1_000_000)],
         "log": ["level": .choice(["debug", "trace", "info", "notice", "warning", "warn", "error", "err",
                                   "critical", "crit", "alert", "emergency", "none"])],
         // Milliseconds: an Erlang timeout's range, as CouchDB's.
