@@ -102,6 +102,18 @@ import Testing
         #expect(Date().timeIntervalSince(started) < 2)
     }
 
+    @Test func liveIsAnotherNameForContinuous() throws {
+        defer { server.stop() }
+        _ = try server.put("db", "one", "{}")
+        let lines = try server.request("GET", "/db/_changes?feed=live&timeout=0").text.split(separator: "\n")
+        #expect(lines.count == 2)
+        #expect(try JSONValue.parse(String(lines[0]))["id"] == "one")
+        #expect(sequenceNumber(try JSONValue.parse(String(lines[1]))["last_seq"]) == 1)
+        let refused = try server.json("GET", "/db/_changes?feed=lively")
+        #expect(refused.status == 400)
+        #expect(refused.json["reason"] == "Supported `feed` types: normal, continuous, live, longpoll, eventsource")
+    }
+
     @Test func longpollWaitsForTheNextChange() throws {
         defer { server.stop() }
         _ = try server.put("db", "one", "{}")

@@ -13,7 +13,19 @@ final class SegmentedStream: ResponseStream, @unchecked Sendable {
     private var position = 0
     private var descriptor: Int32 = -1
 
-    init(_ segments: [Segment]) { self.segments = segments }
+    /// Every segment's length is known: the body goes with a `Content-Length`, as CouchDB
+    /// sends a document's `multipart/related` body.
+    let contentLength: Int?
+
+    init(_ segments: [Segment]) {
+        self.segments = segments
+        contentLength = segments.reduce(0) { total, segment in
+            switch segment {
+            case .bytes(let bytes): total + bytes.count
+            case .file(_, _, let length): total + length
+            }
+        }
+    }
 
     deinit { closeFile() }
 

@@ -33,8 +33,9 @@ struct ChangesOptions: Sendable {
     init(_ context: RouteContext, body: JSONObject?) throws {
         let request = context.request
         if let raw = request.queryValue("feed") {
-            guard let parsed = Feed(rawValue: raw) else {
-                throw CouchError.badRequest("Supported `feed` types: normal, continuous, longpoll, eventsource")
+            // `live` is CouchDB's other name for `continuous`.
+            guard let parsed = raw == "live" ? .continuous : Feed(rawValue: raw) else {
+                throw CouchError.badRequest("Supported `feed` types: normal, continuous, live, longpoll, eventsource")
             }
             feed = parsed
         }

@@ -126,8 +126,9 @@ enum ByteRange: Equatable {
         // `bytes=0-` asks for everything: CouchDB answers it 200, not 206.
         if lower == 0, parts[1].isEmpty { return .whole }
         guard lower < length else { return .unsatisfiable }
-        let upper = parts[1].isEmpty ? length - 1 : (Int(parts[1]) ?? -1)
-        guard upper >= lower else { return .whole }
+        guard let upper = parts[1].isEmpty ? length - 1 : Int(parts[1]) else { return .whole }
+        // A backward range is refused, as CouchDB's `parse_ranges` refuses it.
+        guard upper >= lower else { return .unsatisfiable }
         return .range(lower, min(upper, length - 1))
     }
 }
