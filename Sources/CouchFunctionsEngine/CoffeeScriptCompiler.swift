@@ -12,11 +12,14 @@ extension ScriptContext {
 
     /// The design document's `language` ("javascript" when absent or unreadable).
     static func language(of ddoc: [UInt8]?) -> String {
-        // Only a design document that names a language pays for parsing it.
-        guard let ddoc, ddoc.count > 10, ddoc.containsSubsequence(Array(#""language""#.utf8)),
+        // Only a design document that mentions CoffeeScript pays for parsing it (Fauxton writes
+        // `"language": "javascript"` into every design document).
+        guard let ddoc, ddoc.containsSubsequence(coffeeScriptName),
               let value = try? JSONValue.parse(ddoc) else { return "javascript" }
         return value["language"]?.stringValue ?? "javascript"
     }
+
+    private static let coffeeScriptName = Array(#""coffeescript""#.utf8)
 
     /// `source` compiled to JavaScript (`bare`, as CouchDB compiles it); CouchDB's
     /// `compilation_error` when it does not compile, `unknown_query_language` without a compiler.

@@ -44,6 +44,8 @@ final class Resharding: Sendable {
     private static let splitSteps = ["initial_copy", "topoff1", "build_indices", "topoff2", "copy_local_docs",
                                      "update_shardmap", "wait_source_close", "topoff3", "source_delete"]
     static let disabledReason = "Shard splitting disabled"
+    /// CouchDB's `[reshard] max_jobs` default: jobs are kept until deleted.
+    static let maximumJobs = 48
 
     private struct State {
         var isRunning = true
@@ -52,6 +54,8 @@ final class Resharding: Sendable {
     }
 
     private let state = Mutex(State())
+    /// One job runs at a time: each reads and rewrites a database's shard map.
+    private let splitting = Mutex(())
 
     private static var now: Int { Int(Date().timeIntervalSince1970) }
 
@@ -84,6 +88,9 @@ final class Resharding: Sendable {
             return .failure(CouchError.named("shard_range_cannot_be_split", range.name))
         }
         let time = Self.now
+        guard state.withLock({ $0.jobs.count }) < Self.maximumJobs else {
+            return .failure(CouchError.named("max_jobs_exceeded", String(Self.maximumJobs)))
+        }
         let job = Job(id: "001-" + Digest.randomHex(bytes: 32), database: database.name, instance: database.instanceStartTime,
                       source: range, sourceName: ShardMap.shardName(range, of: database), targetNames: targets, node: node,
                       jobState: "new", updateTime: time, history: [(time, "new", nil)])
@@ -103,6 +110,10 @@ final class Resharding: Sendable {
     /// Runs a new or stopped job: the split of the shard map, then "completed" (or "failed"
     /// when the map no longer holds its range).
     func run(_ id: String, database: Database) {
+        splitting.withLock { _ in runAlone(id, database: database) }
+    }
+
+    private func runAlone(_ id: String, database: Database) {
         guard let job = state.withLock({ $0.jobs.first { $0.id == id } }), job.jobState != "completed" else { return }
         let split = Result { try ShardMap.split(job.source, of: database) }
         update(id) { job in

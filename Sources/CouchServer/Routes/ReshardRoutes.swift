@@ -146,7 +146,7 @@ enum ReshardRoutes {
             target = try context.server.databases.database(name)
             ranges = try ShardMap.ranges(of: target).filter { ShardMap.shardName($0, of: target) == shard }
         }
-        _ = node   // one node holds every shard
+        _ = node   // checked only: this node holds every shard
         guard !ranges.isEmpty else { throw CouchError.notFound("missing") }
         var created = 0
         let answers: [JSONValue] = ranges.map { range in
@@ -175,7 +175,7 @@ enum ReshardRoutes {
         guard let value else { return nil }
         guard let shard = value.stringValue else { throw CouchError.badRequest("Invalid `shard`") }
         let bytes = Array(shard.utf8)
-        guard bytes.count > 25, shard.hasPrefix("shards/"), bytes[15] == UInt8(ascii: "-"), bytes[24] == UInt8(ascii: "/") else {
+        guard bytes.count >= 25, shard.hasPrefix("shards/"), bytes[15] == UInt8(ascii: "-"), bytes[24] == UInt8(ascii: "/") else {
             throw CouchError.badRequest("`shard` is invalid")
         }
         return shard
