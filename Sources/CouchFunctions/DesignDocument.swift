@@ -29,8 +29,14 @@ public struct DesignDocument: Sendable {
         case transform
     }
 
-    /// Reduce functions CouchDB implements itself; never compiled.
-    static let builtInReduces: Set<String> = ["_sum", "_count", "_stats", "_approx_count_distinct"]
+    /// Reduce functions CouchDB implements itself; never compiled. CouchDB reads a name by its
+    /// prefix ("_sum" followed by a newline or a comment is `_sum`).
+    static let builtInReduces = ["_sum", "_count", "_stats", "_approx_count_distinct"]
+
+    /// Whether `reduce` names a built-in (CouchDB's prefix test); any other `_` name is refused.
+    static func isBuiltInReduce(_ reduce: String) -> Bool {
+        builtInReduces.contains { reduce.hasPrefix($0) }
+    }
 
     public init(id: DocumentID, revision: String, body: JSONObject) {
         self.id = id
@@ -38,9 +44,9 @@ public struct DesignDocument: Sendable {
         var document: JSONObject = ["_id": JSONValue(id.rawValue), "_rev": JSONValue(revision)]
         for (key, value) in body where key != "_id" && key != "_rev" { document[key] = value }
         json = JSONValue.object(document).serialized()
-        // Functions in another language (`"language": "query"` for Mango indexes, ...) are not
-        // JavaScript: Couchette neither compiles nor runs them.
-        let isJavaScript = (body["language"]?.stringValue ?? "javascript") == "javascript"
+        // Functions in another language (`"language": "query"` for Mango indexes, ...) are
+        // neither compiled nor run.
+        let isJavaScript = Self.runsInWorkers(body)
         // Rewrite rules (an array) are not code: they apply whatever the language.
         let rules = body["rewrites"].flatMap { $0.arrayValue != nil || isJavaScript ? $0 : nil }
         let body = isJavaScript ? body : JSONObject()
@@ -59,7 +65,7 @@ public struct DesignDocument: Sendable {
         for (name, view) in body["views"]?.objectValue ?? JSONObject() {
             viewNames.insert(name)
             if let map = view["map"]?.stringValue { functions.append((.map, name, map)) }
-            if let reduce = view["reduce"]?.stringValue, !Self.builtInReduces.contains(reduce) {
+            if let reduce = view["reduce"]?.stringValue, !reduce.hasPrefix("_") {
                 functions.append((.reduce, name, reduce))
             }
         }
@@ -87,9 +93,15 @@ public struct DesignDocument: Sendable {
         return present ? nil : "missing json key: \(name)"
     }
 
+    /// Whether the design document's language is one the workers run: JavaScript, or
+    /// CoffeeScript (compiled to JavaScript there).
+    public static func runsInWorkers(_ body: JSONObject) -> Bool {
+        ["javascript", "coffeescript"].contains(body["language"]?.stringValue ?? "javascript")
+    }
+
     /// Whether the body holds JavaScript at all (else saving it compiles nothing).
     static func hasFunctions(_ body: JSONObject) -> Bool {
-        guard (body["language"]?.stringValue ?? "javascript") == "javascript" else { return false }
+        guard runsInWorkers(body) else { return false }
         return ["validate_doc_update", "filters", "views", "shows", "lists", "updates", "transforms"].contains { body[$0] != nil }
     }
 

@@ -16,10 +16,10 @@ extension DesignDocument {
     }
 
     /// The views with a map function, in the document's order; none when the language is not
-    /// JavaScript (a Mango index's `"language": "query"` is not run here).
+    /// one the workers run (a Mango index's `"language": "query"` is not run here).
     public var views: [ViewFunctions] {
         let body = self.body
-        guard (body["language"]?.stringValue ?? "javascript") == "javascript" else { return [] }
+        guard DesignDocument.runsInWorkers(body) else { return [] }
         return (body["views"]?.objectValue ?? JSONObject()).compactMap { member -> ViewFunctions? in
             guard let map = member.value["map"]?.stringValue else { return nil }
             return ViewFunctions(name: member.key, map: map, reduce: member.value["reduce"]?.stringValue)

@@ -1,7 +1,8 @@
 /// CouchDB's JavaScript environment (its `couchjs` `main.js`, `util.js`, `render.js`),
 /// evaluated once in every worker process: `emit`, `sum`, `toJSON`, `isArray`, `require` for
-/// CommonJS modules in the design document; the show/list helpers (`start`, `send`,
-/// `getRow`, `provides`, `registerType`) are in `RenderEnvironment`. `log` is native
+/// CommonJS modules in the design document; the show/list helpers (`start`, `send`, `getRow`,
+/// `provides`, `registerType`) are in `RenderEnvironment`. `log` and the module compiler
+/// (`__couchetteCompileModule`, which the prelude takes out of the global scope) are native
 /// (`ScriptContext`). The state a call leaves behind lives in `__couchette` and is reset
 /// before each call that uses it.
 enum JavaScriptEnvironment {
@@ -9,46 +10,64 @@ enum JavaScriptEnvironment {
     var __couchette = (function() {
       var state = { emitted: [] };
       state.reset = function() { state.emitted = []; };
-      // CommonJS modules from the design document, resolved as CouchDB resolves them.
+      // CommonJS modules from the design document, resolved as CouchDB's util.js resolves
+      // them: a path from the design document's root, or relative to the requiring module
+      // ("./x" beside it, "../x" one level up); `module.id` is the path from the root. A
+      // module runs once per function (its exports are cached); a circular require gets the
+      // exports as they are so far. Modules are compiled by the embedder (`compileModule`):
+      // eval() is disabled, as in CouchDB.
+      var compileModule = __couchetteCompileModule;
+      delete this.__couchetteCompileModule;
+      function requirePathError(reason) { return ["error", "invalid_require_path", reason]; }
+      function resolveModule(names, mod, root) {
+        if (names.length == 0) {
+          if (typeof mod.current != "string") {
+            throw requirePathError("Must require a JavaScript string, not: " + (typeof mod.current));
+          }
+          return {current: mod.current, parent: mod.parent, id: mod.id, exports: {}};
+        }
+        var n = names.shift();
+        if (n == "..") {
+          if (!(mod && mod.parent && mod.parent.parent)) {
+            throw requirePathError("Object has no parent " + JSON.stringify(mod && mod.current));
+          }
+          return resolveModule(names, {id: mod.id.slice(0, mod.id.lastIndexOf("/")), parent: mod.parent.parent,
+                                       current: mod.parent.current});
+        } else if (n == ".") {
+          if (!(mod && mod.parent)) {
+            throw requirePathError("Object has no parent " + JSON.stringify(mod && mod.current));
+          }
+          return resolveModule(names, {parent: mod.parent, current: mod.current, id: mod.id});
+        } else if (root) {
+          mod = {current: root};
+        }
+        if (mod.current === null || typeof mod.current != "object" || mod.current[n] === undefined) {
+          throw requirePathError("Object has no property \"" + n + "\". " + JSON.stringify(mod.current));
+        }
+        return resolveModule(names, {current: mod.current[n], parent: mod, id: mod.id ? mod.id + "/" + n : n});
+      }
       state.makeRequire = function(ddoc) {
         var cache = {};
-        function resolve(names, mod, root) {
-          if (names.length == 0) {
-            if (typeof mod.current != "string") {
-              throw ["error", "invalid_require_path", "Must require a JavaScript string, not: " + (typeof mod.current)];
+        function require(name, module) {
+          var resolved = resolveModule(String(name).split("/"), module && module.parent, ddoc);
+          if (!Object.prototype.hasOwnProperty.call(cache, resolved.id)) {
+            cache[resolved.id] = resolved.exports;
+            try {
+              var body = compileModule("(function (module, exports, require) { " + resolved.current + "\n })", resolved.id);
+              body.call(null, resolved, resolved.exports, function(name) { return require(name, resolved); });
+            } catch (e) {
+              delete cache[resolved.id];
+              throw ["error", "compilation_error", "Module require('" + name + "') raised error " + String(e)];
             }
-            return mod;
+            cache[resolved.id] = resolved.exports;
           }
-          var n = names.shift();
-          if (n == "..") {
-            if (!(mod.parent && mod.parent.parent)) {
-              throw ["error", "invalid_require_path", "Object has no parent " + JSON.stringify(mod.current)];
-            }
-            return resolve(names, {id: mod.id.slice(0, mod.id.lastIndexOf("/")), parent: mod.parent.parent,
-                                   current: mod.parent.current});
-          } else if (n == ".") {
-            if (!mod.parent) {
-              throw ["error", "invalid_require_path", "Object has no parent " + JSON.stringify(mod.current)];
-            }
-            return resolve(names, {parent: mod.parent, current: mod.parent.current, id: mod.id});
-          } else if (root) {
-            mod = {current: root};
-          }
-          if (mod.current === null || mod.current === undefined || mod.current[n] === undefined) {
-            throw ["error", "invalid_require_path", "Object has no property \"" + n + "\". " + JSON.stringify(mod.current)];
-          }
-          return resolve(names, {current: mod.current[n], parent: mod, id: mod.id ? mod.id + "/" + n : n});
-        }
-        function require(name, parent) {
-          var resolved = resolve(String(name).split("/"), parent || {}, parent ? null : ddoc);
-          if (cache[resolved.id]) { return cache[resolved.id].exports; }
-          var module = {id: resolved.id, parent: resolved.parent, current: resolved.current, exports: {}};
-          cache[resolved.id] = module;
-          var body = (0, eval)("(function(module, exports, require) { " + resolved.current + "\n})");
-          body.call(ddoc, module, module.exports, function(name) { return require(name, module); });
-          return module.exports;
+          return cache[resolved.id];
         }
         return function(name) { return require(name); };
+      };
+      // CoffeeScript source as JavaScript (the compiler is loaded on first use).
+      state.transpileCoffee = function(source) {
+        return state.coffeeScript.compile(source, {bare: true});
       };
       // A filter over a batch of documents in one entry into the engine: "1" or "0" each.
       state.filterBatch = function(filter, docs, req) {

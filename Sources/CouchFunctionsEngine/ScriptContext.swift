@@ -11,6 +11,8 @@ final class ScriptContext {
     private let group: JSContextGroupRef
     let context: JSGlobalContextRef
     private var functions: [String: JSObjectRef] = [:]
+    /// Whether the CoffeeScript compiler is loaded (`CoffeeScriptCompiler`).
+    var isCoffeeScriptLoaded = false
     private static let maximumCachedFunctions = 2000
     /// Where `log(...)` lines go: to the server, in a worker (set once, before any context).
     nonisolated(unsafe) static var logLine: (String) -> Void = { _ in }
@@ -21,6 +23,11 @@ final class ScriptContext {
         installNativeFunctions()
         _ = try evaluate(JavaScriptEnvironment.prelude, name: "couchette-environment.js")
         _ = try evaluate(RenderEnvironment.script, name: "couchette-render.js")
+        // couchjs refuses runtime code evaluation (eval, the Function constructor) unless
+        // started with --eval; functions here are compiled by the embedder, never by eval.
+        let message = JSStringCreateWithUTF8CString("call to eval() or Function() blocked by CSP")
+        JSGlobalContextSetEvalEnabled(context, false, message)
+        JSStringRelease(message)
     }
 
     deinit {
@@ -65,10 +72,12 @@ final class ScriptContext {
     }
 
     /// Compiles a function's source as CouchDB's sandbox does: `require` in scope, the
-    /// design document as `this`. Throws `compilation_error` with couchjs's reason.
+    /// design document as `this`; CoffeeScript (the design document's `language`) is first
+    /// compiled to JavaScript. Throws `compilation_error` with couchjs's reason.
     @discardableResult
     func compile(_ source: String, designDocument ddoc: [UInt8]?) throws(CouchError) -> JSObjectRef {
-        var text = Substring(source)
+        let javaScript = Self.language(of: ddoc) == "coffeescript" ? try transpileCoffeeScript(source) : source
+        var text = Substring(javaScript)
         while let last = text.last, last.isWhitespace || last == ";" { text.removeLast() }
         let ddocText = ddoc.map { String(decoding: $0, as: UTF8.self) } ?? "{}"
         let wrapped = """
@@ -210,10 +219,12 @@ final class ScriptContext {
     // MARK: Native functions of the environment
 
     private func installNativeFunctions() {
-        let name = JSStringCreateWithUTF8CString("log")
-        defer { JSStringRelease(name) }
-        let log = JSObjectMakeFunctionWithCallback(context, name, logCallback)
-        JSObjectSetProperty(context, JSContextGetGlobalObject(context), name, log, JSPropertyAttributes(kJSPropertyAttributeNone), nil)
+        for (text, callback) in [("log", logCallback), ("__couchetteCompileModule", compileModuleCallback)] {
+            let name = JSStringCreateWithUTF8CString(text)
+            defer { JSStringRelease(name) }
+            let function = JSObjectMakeFunctionWithCallback(context, name, callback)
+            JSObjectSetProperty(context, JSContextGetGlobalObject(context), name, function, JSPropertyAttributes(kJSPropertyAttributeNone), nil)
+        }
     }
 }
 
@@ -237,4 +248,15 @@ private let logCallback: JSObjectCallAsFunctionCallback = { context, _, _, count
     }
     ScriptContext.logLine(text)
     return JSValueMakeUndefined(context)
+}
+
+/// `compileModule(source, name)`: the value of `source` evaluated as a script (a CommonJS
+/// module's wrapper function), which `require` needs while eval() is disabled.
+private let compileModuleCallback: JSObjectCallAsFunctionCallback = { context, _, _, count, arguments, exception in
+    guard let context, count > 0, let arguments, let argument = arguments[0],
+          let source = JSValueToStringCopy(context, argument, exception) else { return JSValueMakeUndefined(context) }
+    defer { JSStringRelease(source) }
+    let name = count > 1 ? arguments[1].flatMap { JSValueToStringCopy(context, $0, nil) } : nil
+    defer { if let name { JSStringRelease(name) } }
+    return JSEvaluateScript(context, source, nil, name, 1, exception)
 }

@@ -39,6 +39,8 @@ public final class CouchServer: RequestHandler {
     public let publicDirectory: String?
     /// The node's name (`[couchette] node_name`, read at start): `/_membership`, `/_node/{name}`.
     public let nodeName: String
+    /// `/_reshard`'s jobs and state (`ReshardRoutes`).
+    let resharding = Resharding()
     /// The IDs of `/_uuids` and of documents posted without one (`[uuids] algorithm`).
     let uuids: UUIDGenerator
     /// Failed logins counted for `[chttpd_auth_lockout]`; kept across configuration changes.

@@ -31,6 +31,8 @@ public enum Endpoint: Sendable, Equatable {
     case node(String, NodeResource)
     /// `/_utils/...`: a file of the admin page, by its decoded path segments (empty: the folder).
     case utils([String])
+    /// `/_reshard/...`: the path after `_reshard` (see `ReshardRoutes`).
+    case reshard([String])
 
     public enum ServerResource: String, Sendable, CaseIterable {
         case root = ""
@@ -122,6 +124,7 @@ public enum Endpoint: Sendable, Equatable {
         case explain = "_explain"
         case index = "_index"
         case localDocuments = "_local_docs"
+        case shards = "_shards"
     }
 
     /// `plusIsSpace`: CouchDB's `[chttpd] decode_plus_to_space` (a `+` in a segment is a space).
@@ -146,6 +149,10 @@ public enum Endpoint: Sendable, Equatable {
         }
         if decoded[0] == "_scheduler" {
             self = .scheduler(try Self.schedulerResource(Array(decoded.dropFirst())))
+            return
+        }
+        if decoded[0] == "_reshard" {
+            self = .reshard(Array(decoded.dropFirst()))
             return
         }
         if decoded[0] == "_utils" {
@@ -240,7 +247,7 @@ public enum Endpoint: Sendable, Equatable {
 
     public var databaseName: DatabaseName? {
         switch self {
-        case .server, .scheduler, .node, .utils: nil
+        case .server, .scheduler, .node, .utils, .reshard: nil
         case .database(let name), .databaseResource(let name, _), .document(let name, _),
              .attachment(let name, _, _), .designResource(let name, _, _), .index(let name, _),
              .partition(let name, _, _): name

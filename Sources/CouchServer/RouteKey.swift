@@ -22,6 +22,7 @@ extension Endpoint {
             }
         case .node(_, let resource): .node(resource.route)
         case .utils: .utils
+        case .reshard: .reshard
         }
     }
 }
@@ -41,6 +42,7 @@ enum RouteKey: Hashable, Sendable {
     case partition
     case scheduler(SchedulerRoute)
     case utils
+    case reshard
 
     enum SchedulerRoute: Hashable, Sendable {
         case jobs, job, documents, document, pending

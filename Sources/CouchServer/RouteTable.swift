@@ -41,6 +41,8 @@ enum RouteTable {
         .node(.versions): [.GET: NodeStatisticsRoutes.getVersions],
         .node(.prometheus): [.GET: NodeStatisticsRoutes.getPrometheus],
         .utils: [.GET: StaticFilesRoute.getFile],
+        // `/_reshard/...` (ReshardRoutes checks the method, with CouchDB's `Allow` per path).
+        .reshard: Dictionary(uniqueKeysWithValues: HTTPMethod.allCases.map { ($0, ReshardRoutes.handle) }),
 
         .database: [
             .GET: DatabaseRoutes.getDatabase,
@@ -71,6 +73,7 @@ enum RouteTable {
         .databaseResource(.explain): [.POST: FindRoutes.postExplain],
         .databaseResource(.index): [.GET: IndexRoutes.getIndexes, .POST: IndexRoutes.postIndex],
         .index: [.DELETE: IndexRoutes.deleteIndex, .POST: IndexRoutes.postBulkDelete],
+        .databaseResource(.shards): [.GET: ReshardRoutes.getShards],
         .databaseResource(.localDocuments): [.GET: AllDocumentsRoute.getLocalDocuments, .POST: AllDocumentsRoute.postLocalDocuments],
         .partition: [.GET: PartitionRoutes.get, .POST: PartitionRoutes.post],
 
@@ -87,7 +90,8 @@ enum RouteTable {
             .DELETE: AttachmentRoutes.deleteAttachment,
         ],
         .designFunction(.show): [.GET: ShowRoute.show, .POST: ShowRoute.show],
-        .designFunction(.list): [.GET: ListRoute.list, .POST: ListRoute.list],
+        // CouchDB runs a list for OPTIONS as for GET.
+        .designFunction(.list): [.GET: ListRoute.list, .POST: ListRoute.list, .OPTIONS: ListRoute.list],
         .designFunction(.update): Dictionary(uniqueKeysWithValues: HTTPMethod.allCases.map { ($0, UpdateRoute.update) }),
         .designFunction(.rewrite): Dictionary(uniqueKeysWithValues: HTTPMethod.allCases.map { ($0, RewriteRoute.rewrite) }),
         .localDocument: [
@@ -115,6 +119,7 @@ enum RouteTable {
     }
 
     static func allowHeader(for endpoint: Endpoint) -> String? {
-        routes[endpoint.route].map(allowed)
+        if case .reshard(let path) = endpoint { return ReshardRoutes.allowedMethods(path) }
+        return routes[endpoint.route].map(allowed)
     }
 }

@@ -93,6 +93,10 @@ import Testing
 
         let (_, req) = try server.json("GET", "/db/_design/lists/_list/req/_all_docs?limit=1&key=%22doc1%22")
         #expect(req == ["method": "GET", "query": ["limit": "1", "key": "doc1"], "id": .null])
+        // CouchDB runs a list for OPTIONS as for GET.
+        let (status, options) = try server.json("OPTIONS", "/db/_design/lists/_list/req/_all_docs?limit=1")
+        #expect(status == 200)
+        #expect(options["method"] == "OPTIONS")
     }
 
     @Test func startsWithHeadersAndFinishesWithoutRows() throws {

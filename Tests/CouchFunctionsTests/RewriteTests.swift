@@ -110,8 +110,8 @@ import Testing
         #expect(status == 400)
         #expect(json == ["error": "bad_request", "reason": "Exceeded rewrite recursion limit"])
 
-        // Both limits are configurable, as in CouchDB.
-        #expect(try server.request("PUT", "/_node/_local/_config/httpd/secure_rewrites", body: #""false""#).status == 200)
+        // Both limits are configurable, as in CouchDB: from `[chttpd]`, else from `[httpd]`.
+        #expect(try server.request("PUT", "/_node/_local/_config/chttpd/secure_rewrites", body: #""false""#).status == 200)
         (status, json) = try server.json("GET", "/db/_design/server/_rewrite/uuids")
         #expect(status == 200)
         #expect(json["uuids"]?.arrayValue?.count == 1)

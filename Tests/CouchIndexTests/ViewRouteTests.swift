@@ -106,6 +106,27 @@ import Testing
         #expect(json["error"] == "builtin_reduce_error")
     }
 
+    /// CouchDB reads a built-in reduce by its prefix: `_sum` followed by a newline or other
+    /// text is `_sum`; another name starting with `_` is refused when the design is saved.
+    @Test func builtInReducesAreReadByTheirPrefix() throws {
+        let server = try server()
+        defer { server.stop() }
+        let map = "function(doc) { if (doc.n !== undefined) emit(doc.n, doc.n); }"
+        let trailing: JSONValue = ["views": [
+            "sum": ["map": JSONValue(map), "reduce": "_sum\n// the total"],
+            "count": ["map": JSONValue(map), "reduce": "_countorama"],
+            "stats": ["map": JSONValue(map), "reduce": "_stats  \n "],
+        ]]
+        #expect(try server.json("PUT", "/db/_design/trailing", body: trailing.serializedString()).status == 201)
+        #expect(rows(try server.json("GET", "/db/_design/trailing/_view/sum").json).first?["value"] == 21)
+        #expect(rows(try server.json("GET", "/db/_design/trailing/_view/count").json).first?["value"] == 6)
+        #expect(rows(try server.json("GET", "/db/_design/trailing/_view/stats").json).first?["value"]?["sumsqr"] == 91)
+        let unknown: JSONValue = ["views": ["v": ["map": JSONValue(map), "reduce": "_median"]]]
+        let (status, json) = try server.json("PUT", "/db/_design/unknown", body: unknown.serializedString())
+        #expect(status == 400)
+        #expect(json == ["error": "invalid_design_doc", "reason": "`_median` is not a supported reduce function."])
+    }
+
     @Test func indexFollowsWritesDeletionsConflictsAndPurges() throws {
         let server = try server()
         defer { server.stop() }

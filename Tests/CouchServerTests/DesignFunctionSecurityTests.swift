@@ -4,7 +4,8 @@ import CouchTestSupport
 import Foundation
 import Testing
 
-/// Update and rewrite functions act with their caller's rights, and only members reach them.
+/// Update and rewrite functions act with their caller's rights, and only members reach them;
+/// functions cannot compile code at run time.
 @Suite struct DesignFunctionSecurityTests {
     static let ddoc: JSONValue = [
         "shows": ["who": "function(doc, req) { return doc ? doc.name : 'none'; }"],
@@ -33,5 +34,28 @@ import Testing
         let leaked = try fixture.attempt("member", "GET", "/secured/_design/look/_rewrite/users/org.couchdb.user:dbadmin")
         #expect(leaked.status == 404)
         #expect(try fixture.attempt("member", "GET", "/secured/_design/look/_rewrite/users/org.couchdb.user:member").status == 200)
+    }
+
+    /// CouchDB's couchjs refuses eval() and the Function constructor (unless started with
+    /// `--eval`): a map function that tries emits nothing, a show that tries fails.
+    @Test func runtimeCodeEvaluationIsRefused() throws {
+        let server = try TestServer()
+        defer { server.stop() }
+        try server.createDatabase("db")
+        try server.put("db", "doc", "{}")
+        let ddoc: JSONValue = [
+            "views": [
+                "constructor": ["map": "function(doc) { var glob = emit.constructor('return this')(); emit(doc._id, null); }"],
+                "plain": ["map": "function(doc) { emit(doc._id, null); }"],
+            ],
+            "shows": ["eval": "function(doc, req) { return String(eval('1 + 1')); }"],
+        ]
+        #expect(try server.json("PUT", "/db/_design/sandbox", body: ddoc.serializedString()).status == 201)
+        #expect(try server.json("GET", "/db/_design/sandbox/_view/constructor").json["total_rows"] == 0)
+        #expect(try server.json("GET", "/db/_design/sandbox/_view/plain").json["total_rows"] == 1)
+        let (status, json) = try server.json("GET", "/db/_design/sandbox/_show/eval")
+        #expect(status == 500)
+        #expect(json["error"] == "render_error")
+        #expect(json["reason"]?.stringValue?.contains("EvalError") == true)
     }
 }

@@ -193,7 +193,7 @@ import Testing
         case .index: return "/secured/_index/walk/json/name"
         case .partition: return "/secured/_partition/walk/_all_docs"
         // Server-level: admin-only whatever the database's `_security`.
-        case .scheduler: return nil
+        case .scheduler, .reshard: return nil
         // The admin page's files are public (tested in StaticFilesTests).
         case .utils: return nil
         }

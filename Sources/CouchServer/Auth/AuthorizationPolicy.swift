@@ -57,7 +57,7 @@ enum AuthorizationPolicy {
             switch resource {
             case .allDocuments, .designDocuments, .bulkDocuments, .bulkGet, .changes,
                  .revisionsDifference, .missingRevisions, .ensureFullCommit, .allDocumentsQueries, .designDocumentsQueries,
-                 .localDocuments:
+                 .localDocuments, .shards:
                 return .member
             case .compact, .viewCleanup:
                 return .databaseAdminToCompact
@@ -82,6 +82,9 @@ enum AuthorizationPolicy {
         // The admin page's files are public, as Fauxton's are: what it shows comes from the API.
         case .utils:
             return .anyone
+        // Resharding changes every database's shard map: CouchDB's `_reshard` is for server admins.
+        case .reshard:
+            return .serverAdmin
         // Jobs name their peers and documents; CouchDB's `_scheduler` is for server admins.
         case .scheduler(let resource):
             switch resource {
@@ -150,7 +153,7 @@ enum AuthorizationPolicy {
             return .userDocument(id, reading: true)
         case .index where isUsersDatabase:
             return .databaseAdmin
-        case .server, .database, .databaseResource, .designResource, .scheduler, .node, .index, .utils, .partition:
+        case .server, .database, .databaseResource, .designResource, .scheduler, .node, .index, .utils, .partition, .reshard:
             return base
         }
     }

@@ -3,7 +3,7 @@ import CouchFunctions
 import CouchStore
 import Foundation
 
-/// `GET|POST /db/_design/ddoc/_list/name/view` (and `.../_list/name/other-ddoc/view`, and
+/// `GET|POST|OPTIONS /db/_design/ddoc/_list/name/view` (and `.../_list/name/other-ddoc/view`, and
 /// `_all_docs` as the view): a list function renders a view's rows, read one at a time with
 /// `getRow()`, into any response, after CouchDB's `couch_mrview_show:handle_view_list_req`.
 /// The view is queried as a client would query it (same parameters, same errors), through

@@ -5,18 +5,18 @@ import CouchStore
 /// `ANY /db/_design/ddoc/_rewrite/path`: the design document's `rewrites` (an array of
 /// rules, or a function's source) turn the request into another one, relative to the design
 /// document, which is then served as if it had been sent (authentication and authorization
-/// included), after CouchDB's `chttpd_rewrite`. `[httpd] rewrite_limit` (100) bounds how
-/// many rewrites one request may go through; `[httpd] secure_rewrites` (true) refuses rules
-/// that climb above the database.
+/// included), after CouchDB's `chttpd_rewrite`. `rewrite_limit` (100) bounds how many
+/// rewrites one request may go through; `secure_rewrites` (true) refuses rules that climb
+/// above the database. Both are read from `[chttpd]`, then `[httpd]`, as CouchDB reads them.
 enum RewriteRoute {
     static func rewrite(_ context: RouteContext) throws -> HTTPResponse {
-        let limit = context.server.configuration.otherValue("rewrite_limit", in: "httpd").flatMap { Int($0) } ?? 100
+        let limit = context.server.configuration.chttpdValue("rewrite_limit").flatMap { Int($0) } ?? 100
         guard context.request.rewrites < limit else { throw CouchError.badRequest("Exceeded rewrite recursion limit") }
         let database = try context.database()
         let design = try context.designDocument(in: database)
         switch design.rewrites {
         case .array(let rules)?:
-            let secure = context.server.configuration.otherValue("secure_rewrites", in: "httpd") != "false"
+            let secure = context.server.configuration.chttpdValue("secure_rewrites") != "false"
             let rewriter = try RewriteRules(rules, secure: secure)
             guard let target = try rewriter.target(method: context.request.method, path: context.designFunctionArguments,
                                                    query: try Self.queryBindings(context.request.query)) else {
@@ -124,5 +124,10 @@ extension ServerConfiguration {
     /// A configuration value Couchette does not interpret itself (`[httpd] rewrite_limit`).
     func otherValue(_ key: String, in section: String) -> String? {
         otherEntries.last { $0.section == section && $0.key == key }?.value
+    }
+
+    /// `[chttpd] key`, else `[httpd] key` (CouchDB's `chttpd_util:get_chttpd_config`).
+    func chttpdValue(_ key: String) -> String? {
+        otherValue(key, in: "chttpd") ?? otherValue(key, in: "httpd")
     }
 }
