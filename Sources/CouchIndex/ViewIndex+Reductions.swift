@@ -108,6 +108,9 @@ extension ViewIndex {
         guard view < definition.reductions.count, let reduction = definition.reductions[view] else {
             throw CouchError.internalError("view \(view) does not reduce")
         }
+        // Nothing indexed yet (`update=false` on a new index): no rows, and no reason to write
+        // an empty build into the file (CouchDB's `_info` sees it unchanged).
+        if updateSequence == 0 { return [] }
         for _ in 0..<2 {
             if let answer = try readReduction(view: view, reduction: reduction, ranges: ranges, groupLevel: groupLevel,
                                               skip: skip, limit: limit) {
