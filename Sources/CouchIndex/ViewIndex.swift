@@ -8,10 +8,11 @@ import Logging
 ///
 /// Layout: `rows(view, key, doc_id, dup, key_json, value)`, primary key `(view, key, doc_id,
 /// dup)` without rowid, where `key` is the value's sort key in the view's collation
-/// (`ViewCollation`: its byte order is CouchDB's collation, or the raw one) so ranges are B-tree scans; `doc_id` ties are in raw byte order as
-/// CouchDB's; `dup` numbers several rows one document emits with one key. An index on
-/// `doc_id` finds a document's rows when it changes. `meta` holds the sequence and purge
-/// sequence indexed up to, and the database's instance (a recreated database starts over).
+/// (`ViewCollation`: its byte order is CouchDB's collation, or the raw one) so ranges are
+/// B-tree scans; `doc_id` ties are in raw byte order as CouchDB's; `dup` numbers several rows
+/// one document emits with one key. An index on `doc_id` finds a document's rows when it
+/// changes. `meta` holds the sequence and purge sequence indexed up to, and the database's
+/// instance (a recreated database starts over).
 ///
 /// The index is derived data: `synchronous=NORMAL` (a crash loses at most the last batches,
 /// which are indexed again), and nothing here ever writes to the database.

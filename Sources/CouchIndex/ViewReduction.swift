@@ -64,7 +64,9 @@ public struct ViewReduction: Sendable {
     func reduce(_ runs: [[ReductionRow]]) throws(CouchError) -> [PartialReduction] {
         switch kind {
         case .javascript(let key, let source, let design, let runtime, let database):
-            return try Self.inWorkers(runs, inputSize: { $0.reduce(0) { $0 + $1.keyJSON.count + $1.docID.utf8.count + $1.valueJSON.count + 8 } }) { batch throws(CouchError) in
+            // The input as the query server reads it: `[[key, id], value]` per row.
+            let size = { (rows: [ReductionRow]) in rows.reduce(0) { $0 + $1.keyJSON.count + $1.docID.utf8.count + $1.valueJSON.count + 8 } }
+            return try Self.inWorkers(runs, inputSize: size) { batch throws(CouchError) in
                 try runtime.reduce(key: key, source: source, design: design, runs: batch.map(Self.reduceRun), database: database)
             }
         default:
@@ -146,7 +148,8 @@ public struct ViewReduction: Sendable {
             }
         }
         if case .javascript(let key, let source, let design, let runtime, let database) = kind {
-            let combined = try Self.inWorkers(pending.map(\.values), inputSize: { $0.reduce(0) { $0 + $1.count + 1 } }) { batch throws(CouchError) in
+            let size = { (values: [[UInt8]]) in values.reduce(0) { $0 + $1.count + 1 } }
+            let combined = try Self.inWorkers(pending.map(\.values), inputSize: size) { batch throws(CouchError) in
                 try runtime.reduce(key: key, source: source, design: design, runs: batch.map { values in
                     var array: [UInt8] = [UInt8(ascii: "[")]
                     for (position, value) in values.enumerated() {
@@ -250,7 +253,8 @@ public struct ViewReduction: Sendable {
     private static func partial(_ result: JSONValue, inputSize: Int) -> PartialReduction {
         let bytes = result.serialized()
         guard bytes.count > 4096, bytes.count * 2 > inputSize else { return .value(bytes) }
-        return .failure(CouchError.named(overflowName, "Reduce output must shrink more rapidly: input size: \(inputSize) output size: \(bytes.count)"))
+        let reason = "Reduce output must shrink more rapidly: input size: \(inputSize) output size: \(bytes.count)"
+        return .failure(CouchError.named(overflowName, reason))
     }
 
     /// Runs `call` over every run in batches; a function error that fails a batch is pinned on

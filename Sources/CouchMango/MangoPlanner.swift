@@ -43,7 +43,8 @@ enum MangoPlanner {
             if MangoRangeAnalysis.isTextSearch(selector) { throw MangoErrors.selectorUnsupported }
             // `mango_sort_error`.
             guard options.databasePartitioned else { throw MangoErrors.missingSortIndex }
-            throw MangoErrors.named("no_usable_index", "No \(partitionQuery ? "partitioned" : "global") index exists for this sort, try indexing by the sort fields.")
+            let kind = partitionQuery ? "partitioned" : "global"
+            throw MangoErrors.named("no_usable_index", "No \(kind) index exists for this sort, try indexing by the sort fields.")
         }
         var filtered = filterByUseIndex(usable, options.useIndex)
         let useIndexIgnored = !options.useIndex.isEmpty && filtered.isEmpty

@@ -232,7 +232,8 @@ final class ViewQuery: @unchecked Sendable {
                 row.append(UInt8(ascii: "}"))
                 return row
             case .overflow(let reason):
-                return JSONValue.object(JSONObject([(key: "key", value: .null), (key: "error", value: JSONValue(ViewReduction.overflowName)),
+                return JSONValue.object(JSONObject([(key: "key", value: .null),
+                                                    (key: "error", value: JSONValue(ViewReduction.overflowName)),
                                                     (key: "reason", value: JSONValue(reason))])).serialized()
             }
         }

@@ -132,7 +132,8 @@ enum ViewRoutes {
         let design = try designDocument(context, database: database)
         let views = JavaScriptViews(design: design, database: database.name, runtime: context.server.functions,
                                     partitioned: database.isPartitioned)
-        let index = views.views.isEmpty ? nil : try context.server.indexes.index(for: views.definition, in: database, query: false)
+        let index = views.views.isEmpty ? nil
+            : try context.server.indexes.index(for: views.definition, in: database, query: false)
         let size = index?.fileSize ?? 0
         let active = index?.activeSize ?? 0
         let name = String(design.id.rawValue.dropFirst(DocumentID.designPrefix.count))
