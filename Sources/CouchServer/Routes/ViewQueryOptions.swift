@@ -46,8 +46,8 @@ struct ViewQueryOptions: Sendable {
     /// A view POST's: the body's parameters, then the query string's over them (CouchDB's
     /// `parse_body_and_query`: the query string wins).
     init(body: JSONObject, query: [(name: String, value: String)]) throws(CouchError) {
-        if let keys = body["keys"], case .array = keys {} else if body["keys"] != nil {
-            throw CouchError(.badRequest, "`keys` member must be an array.")
+        if let keys = body["keys"], keys.arrayValue == nil {
+            throw CouchError(.badRequest, "`keys` member must be an array.")   // CouchDB's get_view_keys
         }
         for (name, value) in body { try set(name, .json(value)) }
         for (name, value) in query { try set(name, .text(value)) }
