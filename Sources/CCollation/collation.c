@@ -28,3 +28,9 @@ int32_t couchette_sort_key(const void *collator, const uint16_t *text, int32_t l
 }
 
 const char *couchette_icu_version(void) { return U_ICU_VERSION; }
+
+void couchette_collator_version(const void *collator, uint8_t version[4]) {
+    UVersionInfo info = {0};
+    ucol_getVersion((const UCollator *)collator, info);
+    for (int i = 0; i < 4; i++) version[i] = info[i];
+}

@@ -105,6 +105,15 @@ public enum Collation {
     /// "everything" in range scans (no JSON value's key starts with 0xFF).
     public static let greatestKey: [UInt8] = [0xFF]
 
+    /// The root collator's version as CouchDB writes it ("153.112": ICU's four numbers,
+    /// trailing zeros dropped), what a view's `_info` lists in `collator_versions`.
+    public static var collatorVersion: String {
+        var version: [UInt8] = [0, 0, 0, 0]
+        couchette_collator_version(Collator.shared.pointer, &version)
+        while version.count > 1, version.last == 0 { version.removeLast() }
+        return version.map(String.init).joined(separator: ".")
+    }
+
     /// The version of ICU that orders strings (for `_node/_local/_versions`).
     public static var icuVersion: String { String(cString: couchette_icu_version()) }
 

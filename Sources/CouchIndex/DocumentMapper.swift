@@ -46,11 +46,15 @@ public struct IndexDefinition: Sendable {
     /// Per view, its reduce function (nil: a map-only view, or an unknown built-in). The
     /// index keeps each one's stored reductions (`ReductionTree`).
     public let reductions: [ViewReduction?]
+    /// Per view, how it orders its keys (CouchDB's view option `collation`); a view past the
+    /// list's end uses CouchDB's default.
+    public let collations: [ViewCollation]
 
     /// - Parameter signature: a digest of everything that decides the rows (functions,
     ///   language, options), so that a change makes a new index and nothing else does.
     public init(signature: String, viewNames: [String], mapper: DocumentMapper, includeDesign: Bool = false,
-                includeLocalSequence: Bool = false, partitioned: Bool = false, reductions: [ViewReduction?] = []) {
+                includeLocalSequence: Bool = false, partitioned: Bool = false, reductions: [ViewReduction?] = [],
+                collations: [ViewCollation] = []) {
         self.signature = signature
         self.viewNames = viewNames
         self.mapper = mapper
@@ -58,5 +62,10 @@ public struct IndexDefinition: Sendable {
         self.includeLocalSequence = includeLocalSequence
         self.partitioned = partitioned
         self.reductions = reductions
+        self.collations = collations
+    }
+
+    public func collation(_ view: Int) -> ViewCollation {
+        view < collations.count ? collations[view] : .unicode
     }
 }

@@ -35,10 +35,12 @@ public final class IndexManager: @unchecked Sendable {
 
     /// The index of `definition` in `database`, opened (or created) on first use. It is not
     /// updated here: call `update(from:)` before reading when the query wants fresh rows.
-    public func index(for definition: IndexDefinition, in database: Database) throws(CouchError) -> ViewIndex {
+    /// `query`: a query uses it (it is then updated in the background after writes for a
+    /// while); `_info` only looks, and leaves an index nobody queries as it is, as CouchDB does.
+    public func index(for definition: IndexDefinition, in database: Database, query: Bool = true) throws(CouchError) -> ViewIndex {
         let key = Self.key(database, definition.signature)
         if let index = lock.withLock({ open[key] }) {
-            noteUse(index, database: database)
+            if query { noteUse(index, database: database) }
             return index
         }
         let index = try ViewIndex(definition: definition, database: database)
@@ -48,7 +50,7 @@ public final class IndexManager: @unchecked Sendable {
             open[key] = index
             return index
         }
-        noteUse(winner, database: database)
+        if query { noteUse(winner, database: database) }
         return winner
     }
 

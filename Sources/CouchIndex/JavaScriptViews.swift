@@ -25,12 +25,18 @@ public struct JavaScriptViews: Sendable {
                                      reductions: views.map { view in
                                          view.reduce.flatMap { ViewReduction(source: $0, design: design, view: view.name, database: database,
                                                                              runtime: runtime, partitioned: isPartitioned) }
-                                     })
+                                     },
+                                     collations: views.map { Self.collation(design, view: $0.name) })
     }
 
     /// A partitioned database's design documents are partitioned unless `options.partitioned` is false.
     public static func isPartitioned(_ design: DesignDocument, inPartitionedDatabase: Bool) -> Bool {
         inPartitionedDatabase && design.body["options"]?["partitioned"]?.boolValue != false
+    }
+
+    /// The collation a view's `options` ask for.
+    static func collation(_ design: DesignDocument, view: String) -> ViewCollation {
+        ViewCollation(viewOptions: design.body["views"]?[view]?["options"])
     }
 
     /// The position of `name` among the views, or CouchDB's 404.
@@ -40,13 +46,15 @@ public struct JavaScriptViews: Sendable {
         return (index, views[index])
     }
 
-    /// MD5 of the canonical JSON of the views (names, map and reduce sources), the language,
-    /// the options and the `views.lib` modules: what CouchDB's signature covers. The design
-    /// document's ID and revision are not in it, so identical design documents share an index.
+    /// MD5 of the canonical JSON of the views (names, map and reduce sources, a raw
+    /// collation), the language, the options and the `views.lib` modules: what CouchDB's
+    /// signature covers. The design document's ID and revision are not in it, so identical
+    /// design documents share an index.
     public static func signature(_ design: DesignDocument, partitioned: Bool = false) -> String {
         let body = design.body
         let views = design.views.sorted { $0.name.utf8.lexicographicallyPrecedes($1.name.utf8) }.map { view -> JSONValue in
-            .array([JSONValue(view.name), JSONValue(view.map), view.reduce.map { JSONValue($0) } ?? .null])
+            let raw: [JSONValue] = collation(design, view: view.name) == .raw ? ["raw"] : []
+            return .array([JSONValue(view.name), JSONValue(view.map), view.reduce.map { JSONValue($0) } ?? .null] + raw)
         }
         let summary: JSONValue = .object(JSONObject([
             (key: "language", value: body["language"] ?? JSONValue("javascript")),

@@ -56,7 +56,7 @@ enum RowPosition {
 
     /// The positions a range covers, `lower <= position < upper` (nil: no upper bound), as
     /// `ViewIndex.conditions` selects rows (Mango's `after` is not a reduce query's).
-    static func bounds(_ range: ViewRange) -> (lower: [UInt8], upper: [UInt8]?) {
+    static func bounds(_ range: ViewRange, collation: ViewCollation = .unicode) -> (lower: [UInt8], upper: [UInt8]?) {
         let prefix = range.partition.map(ViewRange.partitionPrefix) ?? []
         var lower = prefix
         var upper: [UInt8]? = prefix.isEmpty ? nil : ViewRange.successor(of: prefix)
@@ -64,7 +64,7 @@ enum RowPosition {
         func cap(_ bound: [UInt8]) { if upper.map({ bound.lexicographicallyPrecedes($0) }) ?? true { upper = bound } }
         // Past every row of `key` (and `id`): a document ID byte is never 0xFF, nor is `dup`'s first.
         func key(_ key: JSONValue, _ id: String?, pastIt: Bool) -> [UInt8] {
-            var bytes = prefix + Collation.sortKey(key)
+            var bytes = prefix + collation.sortKey(key)
             if let id { appendDocID(id, to: &bytes) }
             if pastIt { bytes.append(0xFF) }
             return bytes
@@ -75,15 +75,15 @@ enum RowPosition {
         let highInclusive = range.descending ? true : range.inclusiveEnd
         if let low { raise(key(low, lowID, pastIt: !lowInclusive)) }
         if let high { cap(key(high, highID, pastIt: highInclusive)) }
-        if let bound = range.lowSortKey { raise(bound) }
-        if let bound = range.highSortKey { cap(bound + [0xFF]) }
+        if let bound = range.lowSortKey { raise(prefix + bound) }
+        if let bound = range.highSortKey { cap(prefix + bound + [0xFF]) }
         return (lower, upper)
     }
 }
 
-/// Walking a `Collation.sortKey` value by value: each value's bytes end where its encoding
-/// says (a tag; eight bytes of number; a string's ICU key up to its 0x00; an array's or
-/// object's values up to their closing 0x00).
+/// Walking a `Collation.sortKey` (or `RawCollation.sortKey`) value by value: each value's
+/// bytes end where its encoding says (a tag; eight bytes of number; a string's key up to its
+/// 0x00; an array's or object's values up to their closing 0x00).
 enum SortKeyElements {
     /// The index just past the value that starts at `start`, or nil for bytes no sort key has.
     static func end(of bytes: [UInt8], from start: Int) -> Int? { end(of: bytes[...], from: start) }
@@ -91,14 +91,14 @@ enum SortKeyElements {
     static func end(of bytes: ArraySlice<UInt8>, from start: Int) -> Int? {
         guard start >= bytes.startIndex, start < bytes.endIndex else { return nil }
         switch bytes[start] {
-        case 0x01, 0x02, 0x03:
+        case 0x01, 0x02, 0x03, 0x11, 0x12, 0x13:
             return start + 1
-        case 0x04:
+        case 0x04, 0x10:
             return start + 9 <= bytes.endIndex ? start + 9 : nil
-        case 0x05:
+        case 0x05, 0x16:
             guard let zero = bytes[(start + 1)...].firstIndex(of: 0) else { return nil }
             return zero + 1
-        case 0x06, 0x07:
+        case 0x06, 0x07, 0x14, 0x15:
             var index = start + 1
             while index < bytes.endIndex, bytes[index] != 0 {
                 guard let next = end(of: bytes, from: index) else { return nil }
@@ -118,7 +118,7 @@ enum SortKeyElements {
     static func group(of key: ArraySlice<UInt8>, level: Int?) -> ArraySlice<UInt8> {
         guard let level else { return key }
         if level == 0 { return key[key.startIndex..<key.startIndex] }
-        guard key.first == 0x06 else { return key }
+        guard key.first == 0x06 || key.first == 0x15 else { return key }   // an array, in either collation
         var index = key.startIndex + 1
         var taken = 0
         while taken < level, index < key.endIndex, key[index] != 0, let next = end(of: key, from: index) {

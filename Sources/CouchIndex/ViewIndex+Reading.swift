@@ -15,7 +15,7 @@ public struct ViewRow: Sendable {
 
 /// A row's place in its view's order; `rows(after:)` continues past it.
 public struct ViewPosition: Sendable {
-    /// The row's key as `Collation.sortKey` encodes it (equal keys, equal bytes).
+    /// The row's key as its view's collation encodes it (equal keys, equal bytes).
     public let sortKey: [UInt8]
     let docID: String
     let dup: Int
@@ -27,7 +27,7 @@ extension ViewIndex {
     public func rows(view: Int, range: ViewRange, after: ViewPosition? = nil, skip: Int = 0,
                      limit: Int) throws(CouchError) -> [ViewRow] {
         guard limit > 0 else { return [] }
-        var (conditions, arguments) = Self.conditions(view: view, range: range)
+        var (conditions, arguments) = Self.conditions(view: view, range: range, collation: definition.collation(view))
         if let after {
             conditions.append(range.descending ? "(key, doc_id, dup) < (?, ?, ?)" : "(key, doc_id, dup) > (?, ?, ?)")
             arguments += [.blob(after.sortKey), .text(after.docID), .int(after.dup)]
@@ -49,7 +49,7 @@ extension ViewIndex {
 
     /// How many rows of `view` lie within `range`.
     public func count(view: Int, range: ViewRange) throws(CouchError) -> Int {
-        let (conditions, arguments) = Self.conditions(view: view, range: range)
+        let (conditions, arguments) = Self.conditions(view: view, range: range, collation: definition.collation(view))
         return try withReader {
             try $0.scalarInt("SELECT count(*) FROM rows WHERE \(conditions.joined(separator: " AND "))", arguments) ?? 0
         }
@@ -59,7 +59,7 @@ extension ViewIndex {
     public func offset(view: Int, range: ViewRange) throws(CouchError) -> Int {
         guard let start = range.startKey else { return 0 }
         let prefix = range.partition.map(ViewRange.partitionPrefix) ?? []
-        let key = prefix + Collation.sortKey(start)
+        let key = prefix + definition.collation(view).sortKey(start)
         var condition: String
         var arguments: [SQLiteValue] = [.int(view), .blob(key)]
         switch (range.descending, range.startDocID) {
@@ -82,7 +82,7 @@ extension ViewIndex {
     }
 
     /// SQL conditions selecting `range` of `view` (each a B-tree bound on the primary key).
-    static func conditions(view: Int, range: ViewRange) -> ([String], [SQLiteValue]) {
+    static func conditions(view: Int, range: ViewRange, collation: ViewCollation) -> ([String], [SQLiteValue]) {
         var conditions = ["view = ?"]
         var arguments: [SQLiteValue] = [.int(view)]
         // A partition's rows: the range of keys its prefix leads, each bound inside it.
@@ -93,7 +93,7 @@ extension ViewIndex {
         }
         func bound(_ key: JSONValue?, _ id: String?, _ keyOnly: String, _ withID: String) {
             guard let key else { return }
-            arguments.append(.blob(prefix + Collation.sortKey(key)))
+            arguments.append(.blob(prefix + collation.sortKey(key)))
             if let id {
                 conditions.append(withID)
                 arguments.append(.text(id))
@@ -118,15 +118,15 @@ extension ViewIndex {
         }
         if let low = range.lowSortKey {
             conditions.append("key >= ?")
-            arguments.append(.blob(low))
+            arguments.append(.blob(prefix + low))
         }
         if let high = range.highSortKey {
             conditions.append("key <= ?")
-            arguments.append(.blob(high))
+            arguments.append(.blob(prefix + high))
         }
         if let after = range.after {
             conditions.append(range.descending ? "(key, doc_id) < (?, ?)" : "(key, doc_id) > (?, ?)")
-            arguments += [.blob(after.sortKey), .text(after.docID)]
+            arguments += [.blob(prefix + after.sortKey), .text(after.docID)]
         }
         return (conditions, arguments)
     }

@@ -104,10 +104,13 @@ extension ViewIndex {
     /// Combines stored reductions (built first if they are not); a function's failure on the
     /// rows a group covers is thrown.
     public func reduce(view: Int, ranges: [ViewRange], groupLevel: Int?, skip: Int,
-                       limit: Int) throws(CouchError) -> [(key: JSONValue, value: JSONValue)] {
+                       limit: Int) throws(CouchError) -> [ReducedRow] {
         guard view < definition.reductions.count, let reduction = definition.reductions[view] else {
             throw CouchError.internalError("view \(view) does not reduce")
         }
+        // Nothing indexed yet (`update=false` on a new index): no rows, and no reason to write
+        // an empty build into the file (CouchDB's `_info` sees it unchanged).
+        if updateSequence == 0 { return [] }
         for _ in 0..<2 {
             if let answer = try readReduction(view: view, reduction: reduction, ranges: ranges, groupLevel: groupLevel,
                                               skip: skip, limit: limit) {
@@ -122,7 +125,7 @@ extension ViewIndex {
 
     /// The answer, read in one transaction; nil while the reductions are not built.
     private func readReduction(view: Int, reduction: ViewReduction, ranges: [ViewRange], groupLevel: Int?,
-                               skip: Int, limit: Int) throws(CouchError) -> [(key: JSONValue, value: JSONValue)]? {
+                               skip: Int, limit: Int) throws(CouchError) -> [ReducedRow]? {
         try withReader { connection in
             try connection.run("BEGIN")
             defer { try? connection.run("COMMIT") }
@@ -130,11 +133,11 @@ extension ViewIndex {
             try connection.query("SELECT value FROM meta WHERE name = 'reductions'") { seedText = $0.text(0) }
             guard let seed = Self.seed(seedText) else { return nil }
             let tree = ReductionTree(view: view, reduction: reduction, partitioned: definition.partitioned, seed: seed)
-            var answer: [(key: JSONValue, value: JSONValue)] = []
+            var answer: [ReducedRow] = []
             var pending: [ReductionGroup] = []
             var skipped = 0
             for range in ranges where answer.count + pending.count < limit {
-                let (lower, upper) = RowPosition.bounds(range)
+                let (lower, upper) = RowPosition.bounds(range, collation: definition.collation(view))
                 if let upper, !lower.lexicographicallyPrecedes(upper) { continue }
                 try tree.fold(connection, lower: lower, upper: upper, descending: range.descending,
                               groupLevel: groupLevel) { group throws(CouchError) in
@@ -157,15 +160,19 @@ extension ViewIndex {
     /// Each group's key and value: its rows reduced, then everything combined, a few calls
     /// into the workers for all the groups when the function is JavaScript.
     private static func finish(_ groups: [ReductionGroup], reduction: ViewReduction,
-                               groupLevel: Int?) throws(CouchError) -> [(key: JSONValue, value: JSONValue)] {
+                               groupLevel: Int?) throws(CouchError) -> [ReducedRow] {
         var groups = groups
         let withRows = groups.indices.filter { !groups[$0].rows.isEmpty }
         for (index, partial) in zip(withRows, try reduction.reduce(withRows.map { groups[$0].rows })) {
             groups[index].partials.append(partial)
         }
-        var answer: [(key: JSONValue, value: JSONValue)] = []
+        var answer: [ReducedRow] = []
         for (group, partial) in zip(groups, try reduction.combine(groups.map(\.partials))) {
-            answer.append((groupKey(group.keyJSON, level: groupLevel), try reduction.finish(partial)))
+            if case .failure(let error) = partial, error.customName == ViewReduction.overflowName {
+                answer.append(.overflow(reason: error.reason))
+            } else {
+                answer.append(.group(key: groupKey(group.keyJSON, level: groupLevel), value: try reduction.finish(partial)))
+            }
         }
         return answer
     }
@@ -178,4 +185,11 @@ extension ViewIndex {
         if let level, case .array(let items) = key, items.count > level { return .array(Array(items.prefix(level))) }
         return key
     }
+}
+
+/// A row of a reduce query: a group's key and value, or CouchDB's row for a group whose
+/// JavaScript reduce outgrew `reduce_limit` (`{"key":null,"error":"reduce_overflow_error","reason":...}`).
+public enum ReducedRow: Sendable {
+    case group(key: JSONValue, value: JSONValue)
+    case overflow(reason: String)
 }

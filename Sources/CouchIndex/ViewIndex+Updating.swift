@@ -102,7 +102,7 @@ extension ViewIndex {
                 guard let views = batch.rows[id] else { continue }
                 for (view, rows) in views.enumerated() {
                     for (dup, row) in rows.enumerated() {
-                        let key = storedKey(row.key, id: change.id)
+                        let key = storedKey(row.key, id: change.id, view: view)
                         try writer.run(
                             "INSERT INTO rows (view, key, doc_id, dup, key_json, value) VALUES (?, ?, ?, ?, ?, ?)",
                             [.int(view), .blob(key), .text(id), .int(dup), .blob(row.key.serialized()),

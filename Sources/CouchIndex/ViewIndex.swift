@@ -7,11 +7,12 @@ import Logging
 /// (`<database>.views/<signature>.sqlite`), brought up to date from the database's changes.
 ///
 /// Layout: `rows(view, key, doc_id, dup, key_json, value)`, primary key `(view, key, doc_id,
-/// dup)` without rowid, where `key` is the value's `Collation.sortKey` (its byte order is
-/// CouchDB's collation) so ranges are B-tree scans; `doc_id` ties are in raw byte order as
-/// CouchDB's; `dup` numbers several rows one document emits with one key. An index on
-/// `doc_id` finds a document's rows when it changes. `meta` holds the sequence and purge
-/// sequence indexed up to, and the database's instance (a recreated database starts over).
+/// dup)` without rowid, where `key` is the value's sort key in the view's collation
+/// (`ViewCollation`: its byte order is CouchDB's collation, or the raw one) so ranges are
+/// B-tree scans; `doc_id` ties are in raw byte order as CouchDB's; `dup` numbers several rows
+/// one document emits with one key. An index on `doc_id` finds a document's rows when it
+/// changes. `meta` holds the sequence and purge sequence indexed up to, and the database's
+/// instance (a recreated database starts over).
 ///
 /// The index is derived data: `synchronous=NORMAL` (a crash loses at most the last batches,
 /// which are indexed again), and nothing here ever writes to the database.
@@ -80,11 +81,30 @@ public final class ViewIndex: @unchecked Sendable {
         }
     }
 
-    /// Rewrites the file without its free pages (`POST /db/_compact/ddoc`); updates wait.
+    /// The bytes of data (`sizes.active`): the pages in use, less the free space inside them
+    /// as the last compaction measured it (CouchDB counts live data, not B-tree slack).
+    public var activeSize: Int {
+        (try? withReader { connection in
+            let pages = try connection.scalarInt("PRAGMA page_count") ?? 0
+            let free = try connection.scalarInt("PRAGMA freelist_count") ?? 0
+            let size = try connection.scalarInt("PRAGMA page_size") ?? 0
+            var slack = 0
+            try connection.query("SELECT value FROM meta WHERE name = 'page_slack'") { slack = Int($0.text(0)) ?? 0 }
+            return max(0, (pages - free) * size - slack)
+        }) ?? 0
+    }
+
+    /// Rewrites the file without its free pages (`POST /db/_compact/ddoc`), the log emptied
+    /// into it; updates wait. Then measures the slack inside the pages (`dbstat` reads every
+    /// page, as `VACUUM` just did) for `activeSize`.
     public func compact() throws(CouchError) {
         updateLock.lock()
         defer { updateLock.unlock() }
-        try writer.execute("VACUUM")
+        try writer.execute("VACUUM; PRAGMA wal_checkpoint(TRUNCATE);")
+        guard let used = try? writer.scalarInt("SELECT coalesce(sum(pgsize - unused), 0) FROM dbstat"),
+              let pages = try? writer.scalarInt("PRAGMA page_count"),
+              let size = try? writer.scalarInt("PRAGMA page_size") else { return }
+        try setMeta("page_slack", String(max(0, pages * size - used)))
     }
 
     // MARK: Storage
@@ -135,13 +155,15 @@ public final class ViewIndex: @unchecked Sendable {
         }
     }
 
-    /// Rows in `view` (cached until the next batch).
-    /// The key as stored: its sort key, led in a partitioned index by the partition's.
-    func storedKey(_ key: JSONValue, id: DocumentID) -> [UInt8] {
-        guard definition.partitioned else { return Collation.sortKey(key) }
-        return ViewRange.partitionPrefix(id.partition ?? "") + Collation.sortKey(key)
+    /// The key as stored: its sort key in the view's collation, led in a partitioned index
+    /// by the partition's.
+    func storedKey(_ key: JSONValue, id: DocumentID, view: Int) -> [UInt8] {
+        let sortKey = definition.collation(view).sortKey(key)
+        guard definition.partitioned else { return sortKey }
+        return ViewRange.partitionPrefix(id.partition ?? "") + sortKey
     }
 
+    /// Rows in `view` (cached until the next batch).
     public func totalRows(view: Int) throws(CouchError) -> Int {
         if let total = stateLock.withLock({ totals[view] }) { return total }
         let total = try withReader { try $0.scalarInt("SELECT count(*) FROM rows WHERE view = ?", [.int(view)]) ?? 0 }

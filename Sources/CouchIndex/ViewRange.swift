@@ -13,7 +13,8 @@ public struct ViewRange: Sendable {
     /// Only this partition's rows (a partitioned index): its keys are one contiguous range.
     public var partition: String?
     /// Inclusive bounds given as `Collation.sortKey` bytes, whatever the direction (Mango's
-    /// prefix ranges end in a byte above every value, which no JSON key can say).
+    /// prefix ranges end in a byte above every value, which no JSON key can say); within
+    /// `partition` when it is set, as `after` is.
     public var lowSortKey: [UInt8]?
     public var highSortKey: [UInt8]?
     /// Rows strictly after this key (sort key bytes) and document ID, in the range's direction.

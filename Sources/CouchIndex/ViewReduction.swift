@@ -64,7 +64,9 @@ public struct ViewReduction: Sendable {
     func reduce(_ runs: [[ReductionRow]]) throws(CouchError) -> [PartialReduction] {
         switch kind {
         case .javascript(let key, let source, let design, let runtime, let database):
-            return try Self.inWorkers(runs) { batch throws(CouchError) in
+            // The input as the query server reads it: `[[key, id], value]` per row.
+            let size = { (rows: [ReductionRow]) in rows.reduce(0) { $0 + $1.keyJSON.count + $1.docID.utf8.count + $1.valueJSON.count + 8 } }
+            return try Self.inWorkers(runs, inputSize: size) { batch throws(CouchError) in
                 try runtime.reduce(key: key, source: source, design: design, runs: batch.map(Self.reduceRun), database: database)
             }
         default:
@@ -146,7 +148,8 @@ public struct ViewReduction: Sendable {
             }
         }
         if case .javascript(let key, let source, let design, let runtime, let database) = kind {
-            let combined = try Self.inWorkers(pending.map(\.values)) { batch throws(CouchError) in
+            let size = { (values: [[UInt8]]) in values.reduce(0) { $0 + $1.count + 1 } }
+            let combined = try Self.inWorkers(pending.map(\.values), inputSize: size) { batch throws(CouchError) in
                 try runtime.reduce(key: key, source: source, design: design, runs: batch.map { values in
                     var array: [UInt8] = [UInt8(ascii: "[")]
                     for (position, value) in values.enumerated() {
@@ -240,9 +243,24 @@ public struct ViewReduction: Sendable {
         }
     }
 
+    /// The error CouchDB's `reduce_limit` gives a JavaScript (re)reduce whose output grows:
+    /// answered as the group's row (`{"key":null,"error":"reduce_overflow_error",...}`), and
+    /// the result of every rereduce that meets it.
+    public static let overflowName = "reduce_overflow_error"
+
+    /// A result as stored: CouchDB's `reduce_limit` check (its query server's: more than 4096
+    /// bytes of output that are more than half the input's) turns it into an overflow.
+    private static func partial(_ result: JSONValue, inputSize: Int) -> PartialReduction {
+        let bytes = result.serialized()
+        guard bytes.count > 4096, bytes.count * 2 > inputSize else { return .value(bytes) }
+        let reason = "Reduce output must shrink more rapidly: input size: \(inputSize) output size: \(bytes.count)"
+        return .failure(CouchError.named(overflowName, reason))
+    }
+
     /// Runs `call` over every run in batches; a function error that fails a batch is pinned on
     /// the run that raised it by running the batch's runs one at a time.
-    private static func inWorkers<Run>(_ runs: [Run], _ call: ([Run]) throws(CouchError) -> [JSONValue])
+    private static func inWorkers<Run>(_ runs: [Run], inputSize: (Run) -> Int,
+                                       _ call: ([Run]) throws(CouchError) -> [JSONValue])
         throws(CouchError) -> [PartialReduction] {
         var results: [PartialReduction] = []
         results.reserveCapacity(runs.count)
@@ -251,11 +269,11 @@ public struct ViewReduction: Sendable {
             let batch = Array(runs[start..<min(runs.count, start + batchSize)])
             start += batch.count
             do {
-                results += try call(batch).map { .value($0.serialized()) }
+                results += zip(batch, try call(batch)).map { partial($1, inputSize: inputSize($0)) }
             } catch where !isTransient(error) {
                 for run in batch {
                     do {
-                        results += try call([run]).map { .value($0.serialized()) }
+                        results += try call([run]).map { partial($0, inputSize: inputSize(run)) }
                     } catch where !isTransient(error) {
                         results.append(.failure(error))
                     }

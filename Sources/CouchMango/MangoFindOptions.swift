@@ -20,6 +20,9 @@ public struct MangoFindOptions: Sendable {
     public var stable = false
     public var executionStats = false
     public var allowFallback = true
+    /// Whether the database is partitioned (not from the body): a partition query then uses
+    /// partitioned indexes only, a global one global indexes only.
+    public var databasePartitioned = false
 
     public static let defaultLimit = 25
 

@@ -21,6 +21,9 @@ public struct MangoIndex: Sendable {
     /// Members of the stored definition other than `fields` and `partial_filter_selector`
     /// (`def_to_json` passes them through).
     let extraDefinition: [JSONObject.Member]
+    /// A partitioned index (a partitioned design document of a partitioned database): it
+    /// serves partition queries only, its rows kept per partition; the others serve global ones.
+    public internal(set) var partitioned = false
 
     public var columns: [String] {
         if let text { return text.fields?.map(\.name) ?? [] }
@@ -43,7 +46,7 @@ public struct MangoIndex: Sendable {
             (key: "name", value: JSONValue(name)),
             (key: "type", value: JSONValue(kind.rawValue)),
         ]
-        if kind != .special { members.append((key: "partitioned", value: false)) }
+        if kind != .special { members.append((key: "partitioned", value: .bool(partitioned))) }
         members.append((key: "def", value: .object(definitionJSON)))
         return .object(JSONObject(members))
     }
@@ -73,9 +76,21 @@ public struct MangoIndex: Sendable {
     // MARK: Reading design documents (mango_idx:from_ddoc)
 
     /// The indexes a design document defines; none unless its language is `query`.
-    /// A definition that does not parse is skipped, as CouchDB logs and skips it.
-    public static func indexes(designID: String, revision: String?, body: JSONObject) -> [MangoIndex] {
+    /// A definition that does not parse is skipped, as CouchDB logs and skips it. They are
+    /// partitioned as the design document is: its `options.partitioned`, else the database's.
+    public static func indexes(designID: String, revision: String?, body: JSONObject,
+                               databasePartitioned: Bool = false) -> [MangoIndex] {
         guard body["language"]?.stringValue == "query" else { return [] }
+        let partitioned = body["options"]?["partitioned"]?.boolValue ?? databasePartitioned
+        return definedIndexes(designID: designID, revision: revision, body: body).map { index in
+            var index = index
+            // Couchette's text indexes are global: they serve no partition query.
+            index.partitioned = partitioned && index.kind == .json
+            return index
+        }
+    }
+
+    private static func definedIndexes(designID: String, revision: String?, body: JSONObject) -> [MangoIndex] {
         var found: [MangoIndex] = []
         for (name, view) in body["views"]?.objectValue ?? JSONObject() {
             guard let map = view["map"]?.objectValue, view["options"]?.objectValue != nil || view["options"] == nil,
@@ -147,7 +162,8 @@ extension MangoIndex {
         var found: [MangoIndex] = [.allDocs]
         for row in try database.allDocuments(query) {
             guard let body = row.body, case .object(let object)? = try? JSONValue.parse(body) else { continue }
-            found.append(contentsOf: indexes(designID: row.id.rawValue, revision: row.winner.description, body: object))
+            found.append(contentsOf: indexes(designID: row.id.rawValue, revision: row.winner.description, body: object,
+                                             databasePartitioned: database.isPartitioned))
         }
         return found.sorted(by: listedBefore)
     }

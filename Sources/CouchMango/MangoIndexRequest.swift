@@ -9,8 +9,11 @@ public struct MangoIndexRequest: Sendable {
     public let name: String
     /// The member stored under `views` (JSON) or `indexes` (text).
     let storedEntry: JSONValue
+    /// `partitioned` as asked (nil: the database's default), set on a new design document.
+    let partitioned: Bool?
 
-    public init(_ body: JSONObject) throws(CouchError) {
+    /// - Parameter databasePartitioned: whether the database is (`partitioned: true` needs it).
+    public init(_ body: JSONObject, databasePartitioned: Bool = false) throws(CouchError) {
         let known: Set<String> = ["index", "type", "name", "ddoc", "w", "partitioned"]
         guard let index = body["index"] else { throw MangoErrors.missingRequiredKey("index") }
         var type = "json"
@@ -33,13 +36,16 @@ public struct MangoIndexRequest: Sendable {
                 throw MangoErrors.invalidPositiveInteger(value)
             }
         }
+        var partitioned: Bool?
         if let value = body["partitioned"] {
-            guard case .bool(let partitioned) = value else { throw MangoErrors.invalidBoolean(value) }
-            if partitioned {
+            guard case .bool(let flag) = value else { throw MangoErrors.invalidBoolean(value) }
+            if flag, !databasePartitioned {
                 throw MangoErrors.named("invalid_partition_database",
                                         "Database is not partitioned")
             }
+            partitioned = flag
         }
+        self.partitioned = partitioned
         if let unknown = body.keys.first(where: { !known.contains($0) }) { throw MangoErrors.invalidKey(unknown) }
 
         switch type {
@@ -98,6 +104,20 @@ public struct MangoIndexRequest: Sendable {
                     return "{<<\"language\">>,\(MangoErrors.text(value))}"
                 } ?? "false"
                 throw MangoErrors.named("invalid_ddoc_lang", "Existing design doc has an invalid language: \(found)")
+            }
+        }
+        // `set_ddoc_partitioned`: a new design document takes the option asked for; an
+        // existing one must already say the same.
+        let current = document["options"]?["partitioned"]?.boolValue
+        if partitioned != current {
+            guard body == nil else {
+                throw MangoErrors.named("invalid_partitioned_option",
+                                        "Requested partitioned option does not match existing value on design document \(designID)")
+            }
+            if let partitioned {
+                var options = document["options"]?.objectValue ?? JSONObject()
+                options["partitioned"] = .bool(partitioned)
+                document["options"] = .object(options)
             }
         }
         let member = kind == .json ? "views" : "indexes"

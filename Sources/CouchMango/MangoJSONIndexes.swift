@@ -14,24 +14,25 @@ public struct MangoJSONIndexes: MangoIndexReader {
         self.database = database
     }
 
-    /// What decides the rows: the columns and the partial filter (not the names), so equal
-    /// indexes share one file.
+    /// What decides the rows: the columns, the partial filter and whether rows are kept per
+    /// partition (not the names), so equal indexes share one file.
     public static func definition(_ index: MangoIndex) -> IndexDefinition {
         let summary: JSONValue = .object(JSONObject([
             (key: "mango", value: "json"),
             (key: "fields", value: .array(index.fields.map { JSONValue($0.name) })),
             (key: "partial_filter_selector", value: index.partialFilter ?? .object(JSONObject())),
-        ]))
+        ] + (index.partitioned ? [(key: "partitioned", value: JSONValue(true))] : [])))
         return IndexDefinition(signature: Digest.hex(Digest.md5(summary.canonicalBytes)), viewNames: [index.name],
-                               mapper: MangoJSONMapper(index: index))
+                               mapper: MangoJSONMapper(index: index), partitioned: index.partitioned)
     }
 
     public func rows(_ index: MangoIndex, in range: MangoKeyRange, descending: Bool, after: MangoIndexRow?, limit: Int,
-                     update: Bool, source: MangoDocumentSource) throws -> [MangoIndexRow] {
+                     partition: String?, update: Bool, source: MangoDocumentSource) throws -> [MangoIndexRow] {
         let view = try manager.index(for: Self.definition(index), in: database)
         if update { try view.update(from: database) } else if after == nil { manager.updateSoon(view, database: database) }
         var viewRange = ViewRange()
         viewRange.descending = descending
+        viewRange.partition = partition
         viewRange.lowSortKey = Self.sortKey(range.start)
         viewRange.highSortKey = Self.sortKey(range.end)
         if let after { viewRange.after = (Collation.sortKey(.array(after.key)), after.id) }

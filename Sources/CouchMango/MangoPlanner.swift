@@ -31,11 +31,20 @@ enum MangoPlanner {
         let userSpecified = filterByUseIndex(indexes, options.useIndex)
         var considered = global
         for index in userSpecified where !considered.contains(where: { $0.isSame(index) }) { considered.append(index) }
+        // `filter_partition_indexes`: `_all_docs`, and the indexes of the query's kind.
+        let partitionQuery = !options.partition.isEmpty
+        if options.databasePartitioned {
+            considered = considered.filter { $0.kind == .special || $0.partitioned == partitionQuery }
+        }
         var usability: [(index: MangoIndex, reason: String?)] = []
         for index in considered { usability.append((index, unusableReason(index, selector: selector, sortFields: sortFields))) }
         let usable = usability.filter { $0.reason == nil }.map(\.index)
         if usable.isEmpty {
-            throw MangoRangeAnalysis.isTextSearch(selector) ? MangoErrors.selectorUnsupported : MangoErrors.missingSortIndex
+            if MangoRangeAnalysis.isTextSearch(selector) { throw MangoErrors.selectorUnsupported }
+            // `mango_sort_error`.
+            guard options.databasePartitioned else { throw MangoErrors.missingSortIndex }
+            let kind = partitionQuery ? "partitioned" : "global"
+            throw MangoErrors.named("no_usable_index", "No \(kind) index exists for this sort, try indexing by the sort fields.")
         }
         var filtered = filterByUseIndex(usable, options.useIndex)
         let useIndexIgnored = !options.useIndex.isEmpty && filtered.isEmpty

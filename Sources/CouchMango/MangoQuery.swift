@@ -195,8 +195,9 @@ public struct MangoQuery: Sendable {
         for range in ranges where !run.isDone {
             var after = resume
             while !run.isDone {
-                let rows = try reader.rows(plan.index, in: range, descending: descending, after: after,
-                                           limit: Self.batch, update: update, source: source)
+                let rows = try reader.rows(plan.index, in: range, descending: descending, after: after, limit: Self.batch,
+                                           partition: plan.index.partitioned ? options.partition : nil,
+                                           update: update, source: source)
                 update = false
                 run.keysExamined(rows.count)
                 guard let last = rows.last else { break }
@@ -250,7 +251,7 @@ public struct MangoQuery: Sendable {
         var members: [JSONObject.Member] = [
             (key: "dbname", value: JSONValue(database)),
             (key: "index", value: index.json),
-            (key: "partitioned", value: false),
+            (key: "partitioned", value: .bool(index.partitioned)),
             (key: "selector", value: options.selector.normalized),
             (key: "opts", value: options.explainJSON),
             (key: "limit", value: JSONValue(options.limit)),

@@ -51,9 +51,10 @@ public struct MangoIndexRow: Sendable {
 /// an index are its documents that have every column (and pass its partial filter).
 public protocol MangoIndexReader: Sendable {
     /// Rows whose key lies in `range` (inclusive), ascending or descending, strictly after
-    /// `after` in that direction, at most `limit`. `update`: bring the index up to date first.
+    /// `after` in that direction, at most `limit`; only `partition`'s rows when given (a
+    /// partitioned index). `update`: bring the index up to date first.
     func rows(_ index: MangoIndex, in range: MangoKeyRange, descending: Bool, after: MangoIndexRow?, limit: Int,
-              update: Bool, source: MangoDocumentSource) throws -> [MangoIndexRow]
+              partition: String?, update: Bool, source: MangoDocumentSource) throws -> [MangoIndexRow]
 }
 
 extension MangoIndex {

@@ -45,7 +45,12 @@ struct ChangesReader: Sendable {
                         since = change.sequence
                         backoff.reset()
                     case .lastSequence(let sequence):
-                        guard await queue.put(.lastSequence(sequence)) else { return }
+                        // Only a continuous replication checkpoints at a feed's `last_seq`
+                        // (CouchDB's changes reader): a one-shot one records the last change it
+                        // copied, and one that met no change records nothing (`no_changes`).
+                        if template.continuous {
+                            guard await queue.put(.lastSequence(sequence)) else { return }
+                        }
                         since = sequence
                     case .caughtUp:
                         // The feed works: a cut later (a proxy closing a quiet connection)

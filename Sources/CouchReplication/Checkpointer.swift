@@ -148,6 +148,11 @@ final class Checkpointer: @unchecked Sendable {
         return result
     }
 
+    /// The counters of the history's latest entry, where a resumed replication counts on from.
+    var historyStatistics: ReplicationStatistics {
+        lock.withLock { history.first.map(ReplicationStatistics.init(history:)) ?? ReplicationStatistics() }
+    }
+
     var committedSequence: SourceSequence? {
         lock.lock()
         defer { lock.unlock() }

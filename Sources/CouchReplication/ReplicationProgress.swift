@@ -47,6 +47,11 @@ final class ReplicationProgress: @unchecked Sendable {
         lock.unlock()
     }
 
+    /// The counters raised to a resumed checkpoint's (`ReplicationStatistics.raise`).
+    func raise(to counted: ReplicationStatistics) {
+        lock.withLock { statistics.raise(to: counted) }
+    }
+
     func add(_ increment: ReplicationStatistics) {
         lock.lock()
         statistics += increment

@@ -83,6 +83,7 @@ final class ReplicationSession: @unchecked Sendable {
             return isStopping ? .stopped : .failed(error)
         }
         progress.startSession(at: start)
+        progress.raise(to: checkpointer.historyStatistics)
         logger.info("Starting replication \(replicationID.jobID) (\(source.displayName) -> \(target.displayName)) session_id:\(sessionID) since:\(start)")
 
         let task = ReplicationTasks.throwingTask { try await self.runPipeline(from: start, checkpointer: checkpointer) }

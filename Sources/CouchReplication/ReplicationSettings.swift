@@ -112,7 +112,8 @@ public struct ReplicationSettings: Sendable {
             guard let list = ids.arrayValue, list.allSatisfy({ $0.stringValue != nil }) else {
                 throw .badRequest("`doc_ids` must be an array of strings")
             }
-            return .documentIDs(list.compactMap(\.stringValue))
+            // CouchDB unquotes each ID (`couch_httpd:unquote`): "_design%2Ffoo" names "_design/foo".
+            return .documentIDs(list.compactMap { $0.stringValue.map { PercentDecoding.decodeLeniently($0[...], plusIsSpace: true) } })
         }
         if let selector = body["selector"], !selector.isNull {
             guard selector.objectValue != nil else { throw .badRequest("`selector` must be a JSON object") }

@@ -32,6 +32,30 @@ public struct ReplicationStatistics: Sendable, Equatable {
         lhs.changesProcessed += rhs.changesProcessed
     }
 
+    /// The counters a checkpoint history entry recorded (0 for those it lacks).
+    init(history entry: JSONObject) {
+        func count(_ name: String) -> Int { entry[name]?.intValue ?? 0 }
+        missingChecked = count("missing_checked")
+        missingFound = count("missing_found")
+        docsRead = count("docs_read")
+        docsWritten = count("docs_written")
+        docWriteFailures = count("doc_write_failures")
+        bulkGetAttempts = count("bulk_get_attempts")
+        bulkGetDocs = count("bulk_get_docs")
+    }
+
+    /// Each counter raised to `other`'s where it is higher (CouchDB's `max_stats`: a run
+    /// resumed from a checkpoint goes on counting from the history's last entry).
+    mutating func raise(to other: ReplicationStatistics) {
+        missingChecked = max(missingChecked, other.missingChecked)
+        missingFound = max(missingFound, other.missingFound)
+        docsRead = max(docsRead, other.docsRead)
+        docsWritten = max(docsWritten, other.docsWritten)
+        docWriteFailures = max(docWriteFailures, other.docWriteFailures)
+        bulkGetAttempts = max(bulkGetAttempts, other.bulkGetAttempts)
+        bulkGetDocs = max(bulkGetDocs, other.bulkGetDocs)
+    }
+
     /// The members a checkpoint history entry carries.
     var historyMembers: [(String, JSONValue)] {
         [("missing_checked", JSONValue(missingChecked)), ("missing_found", JSONValue(missingFound)),

@@ -6,6 +6,9 @@ struct DocumentRenderOptions: Sendable {
     /// What the reader may see (`DocumentReadRule`): every rendering applies it.
     let reader: DocumentReadRule
     var revisions = false
+    /// The most ancestors `_revisions` lists: the database's `_revs_limit`, as CouchDB's
+    /// `make_doc` cuts a document's path when it reads it (older ones go at compaction).
+    var revisionsLimit = Int.max
     var revisionsInfo = false
     var conflicts = false
     var deletedConflicts = false
@@ -22,6 +25,7 @@ struct DocumentRenderOptions: Sendable {
         let store = database.attachments
         let meta = try context.boolOption("meta")
         revisions = try context.boolOption("revs")
+        revisionsLimit = database.revsLimit
         revisionsInfo = try context.boolOption("revs_info") || meta
         conflicts = try context.boolOption("conflicts") || meta
         deletedConflicts = try context.boolOption("deleted_conflicts") || meta
@@ -194,7 +198,7 @@ enum DocumentJSON {
         let tree = record.tree
         if options.revisions {
             output.append(contentsOf: #","_revisions":"#.utf8)
-            RevisionHistory(tree.history(of: revision)).json.write(to: &output)
+            RevisionHistory(Array(tree.history(of: revision).prefix(options.revisionsLimit))).json.write(to: &output)
         }
         if options.revisionsInfo {
             output.append(contentsOf: #","_revs_info":["#.utf8)

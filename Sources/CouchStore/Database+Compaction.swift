@@ -3,7 +3,8 @@ import Foundation
 
 extension Database {
     /// Drops the bodies of revisions that are no longer leaves (CouchDB serves `?rev=`
-    /// of old revisions only until compaction), then gives the space back to the file system.
+    /// of old revisions only until compaction) and stems the trees to `_revs_limit` (which may
+    /// have been lowered since they were written), then gives the space back to the file system.
     /// Returns false if a compaction is already running.
     @discardableResult
     public func compact() throws -> Bool {
@@ -77,11 +78,13 @@ extension Database {
         ) { row in
             rows.append((row.int(0), try decodeTree(row.blob(1)), try parseRevision(row.text(2))))
         }
+        let limit = revsLimit
         for row in rows {
             var tree = row.tree
-            var changed = false
+            // Stemming keeps every leaf: what it removes are ancestors, whose bodies go below.
+            var changed = !tree.stem(limit: limit).isEmpty
             for node in row.tree.nodes where node.hasBody && !row.tree.isLeaf(node.revision) {
-                tree.setHasBody(false, for: node.revision)
+                tree.setHasBody(false, for: node.revision)   // nothing when stemming removed it
                 try connection.run("DELETE FROM revision_bodies WHERE doc_key = ? AND rev_id = ?",
                                    [.int(row.key), .text(node.revision.description)])
                 changed = true

@@ -171,6 +171,25 @@ import Testing
         #expect(openSome.first?["ok"]?["_revisions"] != nil)
     }
 
+    @Test func loweredRevsLimitShortensHistoryAtOnceAndAfterCompaction() throws {
+        defer { server.stop() }
+        var rev = try server.put("db", "bar", #"{"count":0}"#)
+        for count in 1..<6 { rev = try server.put("db", "bar", #"{"_rev":"\#(rev)","count":\#(count)}"#) }
+        #expect(try server.json("GET", "/db/bar?revs=true").json["_revisions"]?["ids"]?.arrayValue?.count == 6)
+        #expect(try server.request("PUT", "/db/_revs_limit", body: "5").status == 200)
+        // CouchDB cuts the path it reads to the limit; compaction then stems the stored tree.
+        var revisions = try server.json("GET", "/db/bar?revs=true").json["_revisions"]
+        #expect(revisions?["ids"]?.arrayValue?.count == 5 && revisions?["start"] == 6)
+        #expect(try server.json("POST", "/db/_compact", body: "").status == 202)
+        for _ in 0..<100 {
+            if try server.json("GET", "/db").json["compact_running"] != true { break }
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        revisions = try server.json("GET", "/db/bar?revs=true").json["_revisions"]
+        #expect(revisions?["ids"]?.arrayValue?.count == 5)
+        #expect(try server.json("GET", "/db/bar?revs_info=true").json["_revs_info"]?.arrayValue?.count == 5)
+    }
+
     @Test func copyToANewAndAnExistingDocument() throws {
         defer { server.stop() }
         _ = try server.put("db", "source", #"{"v":1}"#)

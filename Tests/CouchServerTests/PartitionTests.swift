@@ -231,4 +231,41 @@ import Testing
         #expect(explain["mrargs"]?["partition"] == "foo")
         #expect(try server.json("GET", "/pdb/_partition/foo/_find").status == 404)
     }
+
+    @Test func partitionedJSONIndexesServePartitionQueriesOnly() throws {
+        defer { server.stop() }
+        try fill(["foo": 30, "bar": 30])
+        // An index of a partitioned database is partitioned unless asked otherwise.
+        var (status, json) = try server.json("POST", "/pdb/_index", body: #"{"index":{"fields":["value"]},"ddoc":"byvalue"}"#)
+        #expect(status == 200 && json["result"] == "created")
+        let query = #"{"selector":{"value":{"$gte":25}},"sort":["value"],"execution_stats":true}"#
+        (status, json) = try server.json("POST", "/pdb/_partition/foo/_explain", body: query)
+        #expect(status == 200)
+        #expect(json["index"]?["ddoc"] == "_design/byvalue" && json["index"]?["partitioned"] == true)
+        #expect(json["index"]?["def"] == ["fields": [["value": "asc"]]])
+        #expect(json["mrargs"]?["partition"] == "foo")
+        (status, json) = try server.json("POST", "/pdb/_partition/foo/_find", body: query)
+        #expect(status == 200)
+        #expect(json["docs"]?.arrayValue?.compactMap { $0["_id"]?.stringValue } == (25..<30).map { "foo:\($0)" })
+        #expect(json["execution_stats"]?["total_keys_examined"] == 5)
+        // A global query neither uses it nor sorts without a global index.
+        (status, json) = try server.json("POST", "/pdb/_explain", body: #"{"selector":{"value":{"$gte":25}}}"#)
+        #expect(json["index"]?["name"] == "_all_docs")
+        (status, json) = try server.json("POST", "/pdb/_find", body: query)
+        #expect(status == 400 && json["error"] == "no_usable_index")
+        #expect(json["reason"] == "No global index exists for this sort, try indexing by the sort fields.")
+        (status, json) = try server.json("POST", "/pdb/_partition/foo/_find", body: #"{"selector":{"n":{"$gt":0}},"sort":["n"]}"#)
+        #expect(status == 400)
+        #expect(json["reason"] == "No partitioned index exists for this sort, try indexing by the sort fields.")
+        // A global index serves global queries, and no partition query.
+        (status, json) = try server.json("POST", "/pdb/_index", body: #"{"index":{"fields":["value"]},"ddoc":"global","partitioned":false}"#)
+        #expect(status == 200)
+        #expect(try server.json("GET", "/pdb/_design/global").json["options"] == ["partitioned": false])
+        (status, json) = try server.json("POST", "/pdb/_find", body: query)
+        #expect(status == 200 && json["docs"]?.arrayValue?.count == 10)
+        (_, json) = try server.json("POST", "/pdb/_partition/bar/_explain", body: query)
+        #expect(json["index"]?["ddoc"] == "_design/byvalue")
+        (status, json) = try server.json("POST", "/pdb/_index", body: #"{"index":{"fields":["n"]},"ddoc":"global"}"#)
+        #expect(status == 400 && json["error"] == "invalid_partitioned_option")
+    }
 }

@@ -123,3 +123,11 @@ public func sequenceNumber(_ value: JSONValue?) -> Int? {
     guard let text = value?.stringValue, text.contains("-") else { return nil }
     return UpdateSequence(parsing: text)?.number
 }
+
+/// What the latest run of a replication added to a counter of its result's `history`: the
+/// newest entry's less the one before (CouchDB's counters are the replication's since its
+/// first run; a first run adds its whole count).
+public func addedByLastRun(_ result: JSONValue?, _ counter: String) -> Int? {
+    guard let history = result?["history"]?.arrayValue, let latest = history.first?[counter]?.intValue else { return nil }
+    return latest - (history.dropFirst().first?[counter]?.intValue ?? 0)
+}

@@ -91,6 +91,8 @@ def jobs():
     a, b = Server("a"), Server("b")
     try:
         count = options.jobs
+        # All of them at once: CouchDB's default max_jobs (500) would rotate the rest.
+        a.call("PUT", "/_node/_local/_config/replicator/max_jobs", str(max(500, count)))
         parallel(lambda i: b.call("PUT", f"/source{i}"), range(count))
         parallel(lambda i: a.call("PUT", f"/target{i}"), range(count))
         began = time.time()

@@ -18,6 +18,9 @@ int couchette_collate_utf8(const void *collator, const char *a, int32_t aLength,
    (call again with a larger buffer); 0 on error. */
 int32_t couchette_sort_key(const void *collator, const uint16_t *text, int32_t length, uint8_t *key, int32_t capacity);
 
+/* The collator's version (ucol_getVersion: four bytes, which change when its order does). */
+void couchette_collator_version(const void *collator, uint8_t version[4]);
+
 /* ICU's version, "72.1". */
 const char *couchette_icu_version(void);
 #endif

@@ -5,7 +5,7 @@ import CouchStore
 /// `POST /db/_find` and `POST /db/_explain` (CouchDB's `mango_httpd`).
 enum FindRoutes {
     /// `partition` (`/db/_partition/{p}/_find`): only that partition's documents, read through
-    /// `_all_docs`' ID range of the partition (Couchette's JSON indexes are not partitioned).
+    /// a partitioned JSON index's rows of the partition or `_all_docs`' ID range of it.
     static func postFind(_ context: RouteContext) throws -> HTTPResponse { try find(context, partition: nil) }
 
     static func postExplain(_ context: RouteContext) throws -> HTTPResponse { try explain(context, partition: nil) }
@@ -33,13 +33,18 @@ enum FindRoutes {
         // may not see them all (`_users`, others' replication credentials) is answered from
         // `_all_docs`, matching each document as the reader sees it, and told of no index.
         let restricted = try context.documentReadRule(for: database).isRestricted
+        options.databasePartitioned = database.isPartitioned
+        let indexes = restricted ? [MangoIndex.allDocs] : try MangoIndex.list(in: database)
         guard let partition else {
-            return (database, try MangoQuery(options, indexes: restricted ? [MangoIndex.allDocs] : try MangoIndex.list(in: database)))
+            // A partition named only in the body is not a partition query here (the documents
+            // are read from the whole database): no partitioned index serves it.
+            if !options.partition.isEmpty { options.databasePartitioned = false }
+            return (database, try MangoQuery(options, indexes: indexes.filter { !$0.partitioned }))
         }
         if !options.partition.isEmpty, options.partition != partition {
             throw CouchError.badRequest("Conflicting value for `partition` in request body")
         }
         options.partition = partition
-        return (database, try MangoQuery(options, indexes: [MangoIndex.allDocs]))
+        return (database, try MangoQuery(options, indexes: indexes))
     }
 }

@@ -26,7 +26,7 @@ enum IndexRoutes {
     static func postIndex(_ context: RouteContext) throws -> HTTPResponse {
         let database = try context.database()
         try context.requireJSONContentType()
-        let request = try MangoIndexRequest(try context.jsonObjectBody())
+        let request = try MangoIndexRequest(try context.jsonObjectBody(), databasePartitioned: database.isPartitioned)
         let id = try DocumentID.validated(request.designID)
         let current = try currentBody(database, id)
         var result = "exists"

@@ -50,7 +50,7 @@ final class ViewQuery: @unchecked Sendable {
         }
         let functions = views.views[position]
         var options = given
-        try options.validate(viewReduces: functions.reduce != nil)
+        try options.validate(viewReduces: functions.reduce != nil, collation: views.definition.collation(position))
         if partition != nil {
             // CouchDB's `[query_server_config] partition_query_limit`: the default and the most.
             let most = context.server.configuration.partitionQueryLimit
@@ -102,10 +102,17 @@ final class ViewQuery: @unchecked Sendable {
         }
     }
 
-    /// One range per key of `keys`, else the query's range.
+    /// One range per key of `keys` (the query's range with that key at both ends: its
+    /// `startkey_docid`, `endkey_docid`, `inclusive_end` and direction apply to each, as
+    /// CouchDB's `key_opts`), else the query's range.
     private static func keysOrRange(_ options: ViewQueryOptions) -> [ViewRange] {
         guard let keys = options.keys else { return [options.range] }
-        return keys.map { ViewRange.key($0, descending: options.range.descending, partition: options.range.partition) }
+        return keys.map { key in
+            var range = options.range
+            range.startKey = key
+            range.endKey = key
+            return range
+        }
     }
 
     /// The JSON before the rows: `{"total_rows":N,"offset":M[,"update_seq":S],"rows":[`.
@@ -172,14 +179,16 @@ final class ViewQuery: @unchecked Sendable {
         }
     }
 
-    /// The documents of a page's rows (`include_docs`): the row's own, or the one its value
-    /// names with `_id` (and `_rev`), as CouchDB links them. Missing or deleted: none.
+    /// The documents of a page's rows (`include_docs`): the row's own, or the one an object
+    /// value names with `_id` and/or `_rev` (the row's document at that revision), as
+    /// CouchDB's `docid_rev` links them. Missing or deleted: none.
     private func linkedDocuments(_ page: [ViewRow]) throws -> [Int: [UInt8]] {
         var wanted: [(position: Int, id: DocumentID, revision: RevisionID?)] = []
         for (position, row) in page.enumerated() {
             if row.valueJSON.first == UInt8(ascii: "{"), case .object(let value) = row.value,
-               let linked = value["_id"]?.stringValue {
-                wanted.append((position, DocumentID(linked), value["_rev"]?.stringValue.flatMap(RevisionID.init)))
+               value["_id"] != nil || value["_rev"] != nil {
+                let linked = value["_id"]?.stringValue.map(DocumentID.init) ?? row.id
+                wanted.append((position, linked, value["_rev"]?.stringValue.flatMap(RevisionID.init)))
             } else {
                 wanted.append((position, row.id, nil))
             }
@@ -214,12 +223,19 @@ final class ViewQuery: @unchecked Sendable {
         let groups = try index.reduce(view: view, ranges: ranges, groupLevel: level, skip: options.skip,
                                       limit: options.limit ?? Int.max)
         return groups.map { group in
-            var row: [UInt8] = Array(#"{"key":"#.utf8)
-            group.key.write(to: &row)
-            row += Array(#","value":"#.utf8)
-            group.value.write(to: &row)
-            row.append(UInt8(ascii: "}"))
-            return row
+            switch group {
+            case .group(let key, let value):
+                var row: [UInt8] = Array(#"{"key":"#.utf8)
+                key.write(to: &row)
+                row += Array(#","value":"#.utf8)
+                value.write(to: &row)
+                row.append(UInt8(ascii: "}"))
+                return row
+            case .overflow(let reason):
+                return JSONValue.object(JSONObject([(key: "key", value: .null),
+                                                    (key: "error", value: JSONValue(ViewReduction.overflowName)),
+                                                    (key: "reason", value: JSONValue(reason))])).serialized()
+            }
         }
     }
 }

@@ -43,6 +43,16 @@ struct ViewQueryOptions: Sendable {
         for (name, value) in body { try set(name, .json(value)) }
     }
 
+    /// A view POST's: the body's parameters, then the query string's over them (CouchDB's
+    /// `parse_body_and_query`: the query string wins).
+    init(body: JSONObject, query: [(name: String, value: String)]) throws(CouchError) {
+        if let keys = body["keys"], keys.arrayValue == nil {
+            throw CouchError(.badRequest, "`keys` member must be an array.")   // CouchDB's get_view_keys
+        }
+        for (name, value) in body { try set(name, .json(value)) }
+        for (name, value) in query { try set(name, .text(value)) }
+    }
+
     private mutating func set(_ name: String, _ parameter: Parameter) throws(CouchError) {
         switch name {
         case "key":
@@ -98,7 +108,7 @@ struct ViewQueryOptions: Sendable {
     }
 
     /// The checks CouchDB makes once it knows whether the view reduces.
-    mutating func validate(viewReduces: Bool) throws(CouchError) {
+    mutating func validate(viewReduces: Bool, collation: ViewCollation = .unicode) throws(CouchError) {
         let reduces = viewReduces && reduce != false
         if !viewReduces, reduce == true { throw CouchError(.queryParseError, "Reduce is invalid for map-only views.") }
         let level = try groupLevelSetting()
@@ -113,7 +123,7 @@ struct ViewQueryOptions: Sendable {
         }
         if reduces, includeDocs { throw CouchError(.queryParseError, "`include_docs` is invalid for reduce") }
         if reduces, conflicts != nil { throw CouchError(.queryParseError, "`conflicts` is invalid for reduce views.") }
-        try checkRange()
+        try checkRange(collation)
     }
 
     enum GroupLevel: Equatable { case exact, level(Int) }
@@ -133,9 +143,9 @@ struct ViewQueryOptions: Sendable {
     func reduces(viewReduces: Bool) -> Bool { viewReduces && reduce != false }
 
     /// A range that cannot match anything, as CouchDB refuses it (`check_range`).
-    private func checkRange() throws(CouchError) {
+    private func checkRange(_ collation: ViewCollation) throws(CouchError) {
         guard let start = range.startKey, let end = range.endKey else { return }
-        var order = Collation.compare(start, end)
+        var order = collation.compare(start, end)
         if order == 0 {
             if range.startDocID == nil && range.endDocID == nil { return }
             let highest = "\u{10FFFF}"

@@ -39,7 +39,7 @@ enum ViewRoutes {
         var options: ViewQueryOptions
         if posted {
             try context.requireJSONContentType()
-            options = try ViewQueryOptions(query: context.request.query, body: try context.jsonObjectBody())
+            options = try ViewQueryOptions(body: try context.jsonObjectBody(), query: context.request.query)
         } else {
             options = try ViewQueryOptions(query: context.request.query.filter { $0.name != "partition" })
         }
@@ -74,7 +74,7 @@ enum ViewRoutes {
             return try queries(context, view: arguments[0], body: body)
         }
         guard arguments.count == 1 else { throw CouchError.notFound("missing") }
-        let options = try ViewQueryOptions(query: context.request.query, body: body)
+        let options = try ViewQueryOptions(body: body, query: context.request.query)
         return try respond(context, view: arguments[0], options: options)
     }
 
@@ -132,17 +132,20 @@ enum ViewRoutes {
         let design = try designDocument(context, database: database)
         let views = JavaScriptViews(design: design, database: database.name, runtime: context.server.functions,
                                     partitioned: database.isPartitioned)
-        let index = views.views.isEmpty ? nil : try context.server.indexes.index(for: views.definition, in: database)
+        let index = views.views.isEmpty ? nil
+            : try context.server.indexes.index(for: views.definition, in: database, query: false)
         let size = index?.fileSize ?? 0
+        let active = index?.activeSize ?? 0
         let name = String(design.id.rawValue.dropFirst(DocumentID.designPrefix.count))
         return .json(200, .object(JSONObject([
             (key: "name", value: JSONValue(name)),
             (key: "view_index", value: .object(JSONObject([
+                (key: "collator_versions", value: [JSONValue(Collation.collatorVersion)]),
                 (key: "compact_running", value: false),
                 (key: "language", value: design.body["language"] ?? JSONValue("javascript")),
                 (key: "purge_seq", value: JSONValue(index?.purgeSequence ?? 0)),
                 (key: "signature", value: JSONValue(views.definition.signature)),
-                (key: "sizes", value: ["active": JSONValue(size), "external": JSONValue(size), "file": JSONValue(size)]),
+                (key: "sizes", value: ["active": JSONValue(active), "external": JSONValue(active), "file": JSONValue(size)]),
                 (key: "update_seq", value: JSONValue(index?.updateSequence ?? 0)),
                 (key: "updater_running", value: JSONValue(index?.isUpdating ?? false)),
                 (key: "waiting_clients", value: 0),
