@@ -34,10 +34,28 @@ public struct HTTPRequest: Sendable {
         query.last(where: { $0.name == name })?.value
     }
 
-    /// Whether the client accepts a media type, by its `Accept` header.
-    public func accepts(_ mediaType: String) -> Bool {
-        guard let accept = header("accept") else { return false }
-        return accept.lowercased().contains(mediaType)
+    /// Whether a `multipart/SUBTYPE` answer may be sent rather than JSON: `Accept` names it or
+    /// `multipart/*`, or names `*/*` beside other types, with a weight above 0 (CouchDB's
+    /// `accepts_content_type`). No header, or a lone `*/*` (curl's default), gets JSON, where
+    /// CouchDB sends multipart.
+    public func acceptsMultipart(_ subtype: String) -> Bool {
+        guard let accept = header("accept")?.lowercased() else { return false }
+        var named = false
+        var wildcard = false
+        var others = false
+        for entry in accept.split(separator: ",") {
+            let parts = entry.split(separator: ";")
+            guard let type = parts.first?.trimmingWhitespace(), !type.isEmpty else { continue }
+            let weight = parts.dropFirst().lazy.map { $0.trimmingWhitespace() }.first { $0.hasPrefix("q=") }
+                .flatMap { Double($0.dropFirst(2)) } ?? 1
+            guard weight > 0 else { continue }
+            switch type {
+            case "multipart/" + subtype, "multipart/*": named = true
+            case "*/*": wildcard = true
+            default: others = true
+            }
+        }
+        return named || (wildcard && others)
     }
 
     public var contentType: String? {

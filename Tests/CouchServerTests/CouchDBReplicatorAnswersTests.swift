@@ -35,9 +35,17 @@ import Testing
         #expect(sinceBody.contains(#""a.bin":{"content_type":"application/octet-stream","revpos":1,"digest":"md5-"#))
         #expect(sinceBody.contains(#""length":3,"stub":true"#))
 
-        // As JSON, stubs unless asked for.
+        // As JSON, stubs unless asked for; JSON too for a lone `*/*` (curl's) or a weight of 0.
         let json = try server.json("GET", query).json
         #expect(json[0]?["ok"]?["_attachments"]?["a.bin"]?["stub"] == true)
+        for accept in ["*/*", "multipart/mixed;q=0, application/json"] {
+            #expect(try server.request("GET", query, headers: [("Accept", accept)]).header("Content-Type") == "application/json", "\(accept)")
+        }
+        // Multipart for `multipart/*`, or `*/*` beside other types, as CouchDB reads Accept.
+        for accept in ["multipart/*", "multipart/related,*/*;"] {
+            let answer = try server.request("GET", query, headers: [("Accept", accept)])
+            #expect(answer.header("Content-Type")?.hasPrefix("multipart/mixed") == true, "\(accept)")
+        }
 
         // _bulk_get as multipart carries every body too.
         let bulk = try server.request("POST", "/db/_bulk_get?revs=true", headers: [("Accept", "multipart/mixed")],

@@ -41,7 +41,7 @@ enum BulkGetRoute {
         if body["attachments"]?.boolValue == true { options.attachments.mode = .data }
         let latest = try context.boolOption("latest") || body["latest"]?.boolValue == true
         let lookUp = { (item: Item) in try Self.lookUp(item, database: database, latest: latest) }
-        if context.request.accepts("multipart/mixed") {
+        if context.request.acceptsMultipart("mixed") {
             // Every attachment's body, as CouchDB's `send_docs_multipart_bulk_get` sends them.
             options.attachments.sendsAll()
             return try multipart(items, lookUp: lookUp, options: options)

@@ -39,7 +39,7 @@ enum DocumentRoutes {
         } else {
             etagHeaders = []
         }
-        if context.request.accepts("multipart/related"),
+        if context.request.acceptsMultipart("related"),
            let multipart = try MultipartDocument.related(snapshot.revision, record: snapshot.record, options: options) {
             var response = multipart.response(subtype: "related")
             response.headers.append(contentsOf: etagHeaders)

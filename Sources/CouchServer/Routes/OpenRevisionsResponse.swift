@@ -15,7 +15,7 @@ enum OpenRevisionsResponse {
         // As multipart, every attachment's body is sent (but those `atts_since` covers), asked
         // for or not, as CouchDB's `send_docs_multipart` sends them: its replicator asks without
         // `attachments=true` and takes a stub for one the target already has.
-        if context.request.accepts("multipart/mixed") { options.attachments.sendsAll() }
+        if context.request.acceptsMultipart("mixed") { options.attachments.sendsAll() }
 
         guard let (record, revisions, stored) = try database.revisions(id, choosing: {
             resolve(requested, tree: $0, latest: latest)
@@ -68,7 +68,7 @@ enum OpenRevisionsResponse {
 
     static func render(_ context: RouteContext, results: [Result], record: DocumentRecord? = nil,
                        options: DocumentRenderOptions) throws -> HTTPResponse {
-        if context.request.accepts("multipart/mixed") {
+        if context.request.acceptsMultipart("mixed") {
             var multipart = MultipartWriter()
             for result in results {
                 switch result {
