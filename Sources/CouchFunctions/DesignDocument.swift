@@ -93,6 +93,16 @@ public struct DesignDocument: Sendable {
         return present ? nil : "missing json key: \(name)"
     }
 
+    /// Refuses a function that exists in a language no worker runs (`"language": "erlang"`) as a
+    /// CouchDB without that query server does: 500 `unknown_query_language`. Mango's `query`
+    /// design documents are not refused: they have no functions.
+    public func refuseUnrunnableLanguage(_ member: String, _ name: String) throws(CouchError) {
+        let body = (try? JSONValue.parse(json))?.objectValue ?? JSONObject()
+        guard !Self.runsInWorkers(body), let language = body["language"]?.stringValue, language != "query",
+              body[member]?[name] != nil else { return }
+        throw CouchError.named("unknown_query_language", language)
+    }
+
     /// Whether the design document's language is one the workers run: JavaScript, or
     /// CoffeeScript (compiled to JavaScript there).
     public static func runsInWorkers(_ body: JSONObject) -> Bool {

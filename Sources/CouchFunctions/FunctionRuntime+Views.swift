@@ -119,7 +119,10 @@ extension FunctionRuntime {
         guard parts.count == 2 else { throw CouchError.badRequest("`view` must be of the form `designname/viewname`") }
         let id = DocumentID(DocumentID.designPrefix + parts[0])
         guard let design = try designDocuments(database).first(where: { $0.id == id }) else { throw CouchError.notFound("missing") }
-        if let missing = design.missingKey("views", String(parts[1])) { throw CouchError.notFound(missing) }
+        if let missing = design.missingKey("views", String(parts[1])) {
+            try design.refuseUnrunnableLanguage("views", String(parts[1]))
+            throw CouchError.notFound(missing)
+        }
         guard let map = design.views.first(where: { $0.name == parts[1] })?.map else { throw CouchError.notFound("missing") }
         // The map function inlined in a filter: its `emit` is the filter's local one.
         let source = """

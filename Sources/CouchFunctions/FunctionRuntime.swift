@@ -139,7 +139,10 @@ public final class FunctionRuntime: DocumentValidator, @unchecked Sendable {
         guard let design = try designDocuments(database).first(where: { $0.id == id }) else {
             throw CouchError.notFound("missing")
         }
-        if let missing = design.missingKey("filters", String(parts[1])) { throw CouchError.notFound(missing) }
+        if let missing = design.missingKey("filters", String(parts[1])) {
+            try design.refuseUnrunnableLanguage("filters", String(parts[1]))
+            throw CouchError.notFound(missing)
+        }
         guard let source = design.filters[String(parts[1])] else { throw CouchError.notFound("missing") }
         let key = design.key(.filter, String(parts[1]), database: database.name)
         return DocumentFilter(runtime: self, implementation: .script(key: key, source: source, design: design.json),

@@ -46,6 +46,7 @@ final class ViewQuery: @unchecked Sendable {
             break
         }
         guard let position = views.views.firstIndex(where: { $0.name == viewName }) else {
+            try design.refuseUnrunnableLanguage("views", viewName)
             throw CouchError.notFound("missing_named_view")
         }
         let functions = views.views[position]
