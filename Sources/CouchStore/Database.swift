@@ -78,10 +78,11 @@ public final class Database: @unchecked Sendable {
 
     /// Closes the connections of a database unused for `seconds` (its writer's and its idle
     /// readers'): an idle open database then holds no file descriptor, and the next read or
-    /// write opens what it needs. Called periodically by the `DatabaseManager`.
-    func closeConnectionsIfIdle(for seconds: Double) {
-        readers.closeIfIdle(for: seconds)
-        writer.closeIfIdle(for: seconds)
+    /// write opens what it needs. Called periodically by the `DatabaseManager`. Whether it
+    /// closed any.
+    func closeConnectionsIfIdle(for seconds: Double) -> Bool {
+        let readersClosed = readers.closeIfIdle(for: seconds)
+        return writer.closeIfIdle(for: seconds) || readersClosed
     }
 
     static func attachmentDirectory(for path: String) -> String {

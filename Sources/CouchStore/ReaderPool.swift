@@ -44,13 +44,14 @@ final class ReaderPool: @unchecked Sendable {
     }
 
     /// Closes the idle connections if none was used for `seconds`: an idle database holds
-    /// no descriptor (the next read opens one).
-    func closeIfIdle(for seconds: Double) {
+    /// no descriptor (the next read opens one). Whether it closed any.
+    @discardableResult
+    func closeIfIdle(for seconds: Double) -> Bool {
         let closed: [SQLiteConnection] = lock.withLock {
             guard DispatchTime.now().uptimeNanoseconds &- lastUse > UInt64(seconds * 1e9) else { return [] }
             defer { idle.removeAll() }
             return idle
         }
-        _ = closed   // closed here, outside the lock
+        return !closed.isEmpty   // closed here, outside the lock
     }
 }

@@ -43,12 +43,14 @@ final class WriteQueue: @unchecked Sendable {
     }
 
     /// Closes the writer connection if no write has run for `seconds` (and none waits).
-    func closeIfIdle(for seconds: Double) {
+    @discardableResult
+    func closeIfIdle(for seconds: Double) -> Bool {
         condition.lock()
         defer { condition.unlock() }
         guard !batchRunning, pending.isEmpty, connection != nil,
-              DispatchTime.now().uptimeNanoseconds &- lastUse > UInt64(seconds * 1e9) else { return }
+              DispatchTime.now().uptimeNanoseconds &- lastUse > UInt64(seconds * 1e9) else { return false }
         connection = nil
+        return true
     }
 
     private final class PendingWrite {

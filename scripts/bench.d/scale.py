@@ -117,6 +117,10 @@ def jobs():
         threads, rss = a.status("Threads"), a.status("VmRSS") / 1024
         report("  threads of the replicating server", threads, "", "< 64", threads < 64)
         report("  its resident memory", f"{rss:.0f}", "MB", "< 300 MB", rss < 300)
+        # Once the jobs wait: idle databases close their connections after 10 s.
+        time.sleep(15)
+        settled = a.status("VmRSS") / 1024
+        report("  its resident memory once the jobs wait", f"{settled:.0f}", "MB", "< 300 MB", settled < 300)
     finally:
         a.stop()
         b.stop()
