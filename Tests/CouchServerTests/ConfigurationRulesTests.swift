@@ -114,6 +114,8 @@ import Testing
             ("foo", "key", "a\u{1}b", "Invalid configuration value"),
             // Read back as the start of an in-line comment.
             ("foo", "key", "a ;b", "Invalid configuration value"),
+            ("foo", "key", ";\u{301}b", "Invalid configuration value"),
+            ("foo", "key", "a \t;\u{301}b", "Invalid configuration value"),
             ("foo", "k%09%3By", "v", "Invalid configuration key"),
         ]
         for (section, key, value, reason) in refused {

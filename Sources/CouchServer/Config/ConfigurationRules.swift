@@ -47,16 +47,24 @@ enum ConfigurationRules {
     }
 
     /// One line of printable text (tabs allowed).
+    /// A value may not start with `;` either: written after `key = `, that would start a comment.
     static func checkValue(_ value: String) throws(ConfigurationError) {
-        guard value.unicodeScalars.allSatisfy(isPrintable), !startsInlineComment(value) else {
+        guard value.unicodeScalars.allSatisfy(isPrintable), value.unicodeScalars.first != ";",
+              !startsInlineComment(value) else {
             throw ConfigurationError(invalidValue)
         }
     }
 
     /// Whether the text holds what the ini reader takes for an in-line comment (a `;` after a
-    /// space or tab), so that it would not read back as written.
+    /// space or tab), so that it would not read back as written. By scalars, as the reader
+    /// reads: a combining mark after `;` does not hide it.
     static func startsInlineComment(_ text: String) -> Bool {
-        text.contains(" ;") || text.contains("\t;")
+        var previous: Unicode.Scalar?
+        for scalar in text.unicodeScalars {
+            if scalar == ";", previous == " " || previous == "\t" { return true }
+            previous = scalar
+        }
+        return false
     }
 
     /// Names, the value's characters, and the type and range of the keys Couchette reads.
