@@ -120,10 +120,9 @@ struct ServerReplication {
         let done = DispatchSemaphore(value: 0)
         let path = "/_replicator/" + PercentEncoding.encode(id)
         let continuous = body["continuous"]?.boolValue == true
-        let ended = DispatchSemaphore(value: 0)
         let feed = Task {
             guard progress != nil else { return }
-            await follow(client: client, ended: ended) { $0["doc_id"]?.stringValue == id }
+            await follow(client: client) { $0["doc_id"]?.stringValue == id }
         }
         defer { feed.cancel() }
         ShutdownSignals.onSignal { _ in
@@ -158,13 +157,14 @@ struct ServerReplication {
         let state = (try? JSONValue.parse(answer.body))?["state"]?.stringValue
         if state == "failed" { answer.status = 500 }
         if box.interrupted, answer.status == 200 {
-            FileHandle.standardError.write(Data("it goes on on the server as _replicator/\(id): delete that document to stop it\n".utf8))
+            FileHandle.standardError.write(Data("it keeps running on the server as _replicator/\(id): delete that document to stop it\n".utf8))
         }
         return answer
     }
 
-    /// Reads the event feed and draws each event of this replication's job.
-    private func follow(client: HTTPClient, ended: DispatchSemaphore, matching: (JSONObject) -> Bool) async {
+    /// Reads the event feed and draws each event `matching` picks as this replication's job's;
+    /// signals `ended` at the job's last event (completed or failed).
+    private func follow(client: HTTPClient, ended: DispatchSemaphore? = nil, matching: (JSONObject) -> Bool) async {
         guard let response = try? await client.stream(request("GET", "/_scheduler/jobs?feed=continuous&heartbeat=10000"),
                                                       framing: .lines),
               response.status == 200 else { return }
@@ -172,7 +172,7 @@ struct ServerReplication {
         while !Task.isCancelled, let line = try? await response.nextLine() {
             guard !line.isEmpty, let event = try? JSONValue.parse(line).objectValue, matching(event) else { continue }
             draw(event)
-            if ["completed", "failed"].contains(event["state"]?.stringValue ?? "") { ended.signal() }
+            if ["completed", "failed"].contains(event["state"]?.stringValue ?? "") { ended?.signal() }
         }
     }
 
