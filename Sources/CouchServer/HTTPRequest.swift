@@ -39,16 +39,11 @@ public struct HTTPRequest: Sendable {
     /// `accepts_content_type`). No header, or a lone `*/*` (curl's default), gets JSON, where
     /// CouchDB sends multipart.
     public func acceptsMultipart(_ subtype: String) -> Bool {
-        guard let accept = header("accept")?.lowercased() else { return false }
+        guard let accept = header("accept") else { return false }
         var named = false
         var wildcard = false
         var others = false
-        for entry in accept.split(separator: ",") {
-            let parts = entry.split(separator: ";")
-            guard let type = parts.first?.trimmingWhitespace(), !type.isEmpty else { continue }
-            let weight = parts.dropFirst().lazy.map { $0.trimmingWhitespace() }.first { $0.hasPrefix("q=") }
-                .flatMap { Double($0.dropFirst(2)) } ?? 1
-            guard weight > 0 else { continue }
+        for (type, weight) in Self.weightedValues(accept) where weight > 0 {
             switch type {
             case "multipart/" + subtype, "multipart/*": named = true
             case "*/*": wildcard = true
@@ -56,6 +51,18 @@ public struct HTTPRequest: Sendable {
             }
         }
         return named || (wildcard && others)
+    }
+
+    /// The values of an `Accept`-like header, lowercased, each with its `q` weight (1 when it
+    /// names none), in the header's order.
+    static func weightedValues(_ header: String) -> [(value: String, weight: Double)] {
+        header.lowercased().split(separator: ",").compactMap { entry -> (value: String, weight: Double)? in
+            let parts = entry.split(separator: ";")
+            guard let value = parts.first?.trimmingWhitespace(), !value.isEmpty else { return nil }
+            let weight = parts.dropFirst().lazy.map { $0.trimmingWhitespace() }.first { $0.hasPrefix("q=") }
+                .flatMap { Double($0.dropFirst(2)) } ?? 1
+            return (value, weight)
+        }
     }
 
     public var contentType: String? {

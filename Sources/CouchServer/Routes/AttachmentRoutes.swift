@@ -86,11 +86,7 @@ enum AttachmentRoutes {
     static func acceptsEncoding(_ encoding: String, _ header: String?) -> Bool {
         guard let header else { return false }
         var wildcard = false
-        for entry in header.lowercased().split(separator: ",") {
-            let parts = entry.split(separator: ";")
-            guard let name = parts.first?.trimmingWhitespace() else { continue }
-            let weight = parts.dropFirst().lazy.map { $0.trimmingWhitespace() }.first { $0.hasPrefix("q=") }
-                .flatMap { Double($0.dropFirst(2)) } ?? 1
+        for (name, weight) in HTTPRequest.weightedValues(header) {
             if name == encoding { return weight > 0 }
             if name == "*" { wildcard = weight > 0 }
         }
