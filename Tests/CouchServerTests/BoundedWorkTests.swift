@@ -96,13 +96,13 @@ import Testing
         // attachment until the end could not take 600.
         let pid = server.process.processIdentifier
         let open = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count
-        #expect(limitOpenFiles(pid, UInt64(open + 200)))
+        #expect(setResourceLimit(pid, RLIMIT_NOFILE, to: UInt64(open + 200)))
         let accepted = try upload("many", attachments: 600)
         #expect(accepted.status == 201, "\(accepted.status) \(accepted.text)")
         let stored = try JSONValue.parse(try connection.request("GET", "/db/many").body)
         #expect(stored["_attachments"]?.objectValue?.count == 600)
         #expect(try connection.request("GET", "/db/many/a599.txt").text == "a599.txt")
-        #expect(limitOpenFiles(pid, nil))
+        #expect(setResourceLimit(pid, RLIMIT_NOFILE, to: nil))
 
         // One part more than a request may carry: 413, and nothing written.
         let refused = try upload("too-many", attachments: 1_001)
@@ -146,17 +146,4 @@ import Testing
         let backreference = try server.json("POST", "/db/_find", body: #"{"selector":{"s":{"$regex":"(a)\\1"}}}"#)
         #expect(backreference.status == 400, "\(backreference.json.serializedString())")
     }
-}
-
-/// Sets a process's open-file limit (`prlimit(2)`); nil restores the hard limit.
-private func limitOpenFiles(_ pid: Int32, _ count: UInt64?) -> Bool {
-    typealias PRLimit = @convention(c) (Int32, Int32, UnsafePointer<rlimit>?, UnsafeMutablePointer<rlimit>?) -> Int32
-    guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "prlimit") else { return false }
-    let prlimit = unsafeBitCast(symbol, to: PRLimit.self)
-    let resource = Int32(RLIMIT_NOFILE.rawValue)
-    var current = rlimit()
-    guard prlimit(pid, resource, nil, &current) == 0 else { return false }
-    var limit = rlimit(rlim_cur: rlim_t(min(count ?? UInt64(current.rlim_max), UInt64(current.rlim_max))),
-                       rlim_max: current.rlim_max)
-    return prlimit(pid, resource, &limit, nil) == 0
 }

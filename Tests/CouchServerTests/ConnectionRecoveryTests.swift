@@ -142,25 +142,9 @@ import Testing
 
     /// As reported: ~800 feeds under `ulimit -n 1024`, scaled down (320 files: 64 connections).
     @Test func feedsAtTheDescriptorLimitLeaveAndTheServerRecovers() throws {
-        let directory = TestServer.makeTemporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        let process = ChildProcess()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = ["-c", "ulimit -n 320 && ulimit -Hn 320 && exec \"$0\" serve --port 0 --data-dir \"$1\" --log-level critical",
-                             ServerProcess.executable.path, directory]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try launch(process)
-        defer { if process.isRunning { process.terminate() } }
-        var banner = ""
-        while !banner.contains("\n") {
-            let data = output.fileHandleForReading.availableData
-            if data.isEmpty { break }
-            banner += String(decoding: data, as: UTF8.self)
-        }
-        let portText = try #require(banner.range(of: "127.0.0.1:").map { banner[$0.upperBound...].prefix { $0.isNumber } })
-        let port = try #require(Int(portText))
+        let server = try ServerProcess(arguments: ["--log-level", "critical"], openFileLimit: 320)
+        defer { server.stop() }
+        let (process, port) = (server.process, server.port)
         let pid = process.processIdentifier
         try Self.prepare(port: port)
         let baseline = Self.sockets(pid)

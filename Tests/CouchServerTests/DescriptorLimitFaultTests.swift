@@ -8,18 +8,6 @@ import Testing
 /// directory fails. Every answer is a success or CouchDB's error JSON (never a wrong answer,
 /// nor a crash), a refused write leaves nothing, and all works again once the limit is raised.
 @Suite struct DescriptorLimitFaultTests {
-    private func setDescriptorLimit(_ pid: Int32, _ count: UInt64?) -> Bool {
-        typealias PRLimit = @convention(c) (Int32, Int32, UnsafePointer<rlimit>?, UnsafeMutablePointer<rlimit>?) -> Int32
-        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "prlimit") else { return false }
-        let prlimit = unsafeBitCast(symbol, to: PRLimit.self)
-        let resource = Int32(RLIMIT_NOFILE.rawValue)
-        var current = rlimit()
-        guard prlimit(pid, resource, nil, &current) == 0 else { return false }
-        var limit = rlimit(rlim_cur: rlim_t(min(count ?? UInt64(current.rlim_max), UInt64(current.rlim_max))),
-                           rlim_max: current.rlim_max)
-        return prlimit(pid, resource, &limit, nil) == 0
-    }
-
     /// CPU time the process has used (user and system), from /proc.
     private func cpuSeconds(_ pid: Int32) -> Double {
         guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
@@ -59,7 +47,7 @@ import Testing
         #expect(databases.contains("a"))
 
         // A limit of 0: no new descriptor of any number, however many are closed meanwhile.
-        #expect(setDescriptorLimit(pid, 0))
+        #expect(setResourceLimit(pid, RLIMIT_NOFILE, to: 0))
         expectSuccessOrServerError(try connection.request("PUT", "/b"), "PUT /b")
         let upload = try connection.request("PUT", "/a/refused/f.bin", headers: [("Content-Type", "application/octet-stream")], body: body)
         expectSuccessOrServerError(upload, "attachment upload")
@@ -90,7 +78,7 @@ import Testing
         #expect(cpuUsed < 0.5, "\(cpuUsed) s of CPU in a second of waiting")
 
         // Descriptors again: everything works, and the refused writes left nothing.
-        #expect(setDescriptorLimit(pid, nil))
+        #expect(setResourceLimit(pid, RLIMIT_NOFILE, to: nil))
         let fresh = try HTTPTestConnection(port: server.port)
         defer { fresh.close() }
         if upload.status != 201 { #expect(try fresh.request("GET", "/a/refused").status == 404) }

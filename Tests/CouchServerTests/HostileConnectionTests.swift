@@ -225,27 +225,10 @@ import Testing
 /// when clients leave, and stops cleanly with feeds waiting.
 @Suite struct DescriptorExhaustionTests {
     @Test func feedsBeyondTheDescriptorLimitAreShedAndTheServerRecovers() throws {
-        let directory = TestServer.makeTemporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        let process = ChildProcess()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
         // A hard limit of 320 open files: the server keeps 256 for itself, 64 for connections.
-        process.arguments = ["-c", "ulimit -n 320 && ulimit -Hn 320 && exec \"$0\" serve --port 0 --data-dir \"$1\"",
-                             ServerProcess.executable.path, directory]
-        let output = Pipe()
-        let errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        try launch(process)
-        defer { if process.isRunning { process.terminate() } }
-        var banner = ""
-        while !banner.contains("\n") {
-            let data = output.fileHandleForReading.availableData
-            if data.isEmpty { break }
-            banner += String(decoding: data, as: UTF8.self)
-        }
-        let portText = try #require(banner.range(of: "127.0.0.1:").map { banner[$0.upperBound...].prefix { $0.isNumber } })
-        let port = try #require(Int(portText))
+        let server = try ServerProcess(openFileLimit: 320)
+        defer { server.stop() }
+        let (process, port) = (server.process, server.port)
         #expect(try httpRequest(port: port, "PUT", "/db").status == 201)
 
         var feeds: [HTTPTestConnection] = []
@@ -278,7 +261,6 @@ import Testing
         #expect(!process.isRunning)
         if !process.isRunning { #expect(process.terminationStatus == 0) }
         feeds.forEach { $0.close() }
-        let log = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        #expect(log.contains("320 open files"))
+        #expect(server.stop().contains("320 open files"))
     }
 }

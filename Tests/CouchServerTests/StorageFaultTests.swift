@@ -9,19 +9,6 @@ import Testing
 /// nothing committed is lost, the files stay sound, and once there is room again every
 /// kind of write works.
 @Suite struct StorageFaultTests {
-    /// prlimit(2) on the server process (glibc declares it only for _GNU_SOURCE, so it is
-    /// looked up by name).
-    private func setFileSizeLimit(_ pid: Int32, _ bytes: UInt64) -> Bool {
-        typealias PRLimit = @convention(c) (Int32, Int32, UnsafePointer<rlimit>?, UnsafeMutablePointer<rlimit>?) -> Int32
-        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "prlimit") else { return false }
-        let prlimit = unsafeBitCast(symbol, to: PRLimit.self)
-        let resource = Int32(RLIMIT_FSIZE.rawValue)
-        var current = rlimit()
-        guard prlimit(pid, resource, nil, &current) == 0 else { return false }
-        var limit = rlimit(rlim_cur: rlim_t(min(bytes, UInt64(current.rlim_max))), rlim_max: current.rlim_max)
-        return prlimit(pid, resource, &limit, nil) == 0
-    }
-
     private func largestFile(in directory: String) -> UInt64 {
         var largest: UInt64 = 0
         let enumerator = FileManager.default.enumerator(atPath: directory)
@@ -97,7 +84,7 @@ import Testing
         // indexes, which must grow past that, find the disk full.
         let before = fileSizes(in: server.directory)
         #expect(largestFile(in: server.directory) > 512 * 1024)
-        #expect(setFileSizeLimit(pid, 256 * 1024))
+        #expect(setResourceLimit(pid, RLIMIT_FSIZE, to: 256 * 1024))
         expectFull(try request("GET", "/idx/_design/v/_view/big"), "view")
         expectFull(try request("GET", "/idx/_design/v/_view/count"), "view of the same design document")
         expectFull(try request("POST", "/idx/_find", find), "Mango index")
@@ -144,7 +131,7 @@ import Testing
         }
 
         // Room again: the same queries build everything, and the database compacts.
-        #expect(setFileSizeLimit(pid, UInt64.max))
+        #expect(setResourceLimit(pid, RLIMIT_FSIZE, to: UInt64.max))
         let rows = try request("GET", "/idx/_design/v/_view/big").json["rows"]?.arrayValue ?? []
         #expect(rows.map { $0["key"]?[0]?.intValue ?? -1 } == Array(0..<150))
         #expect(try request("GET", "/idx/_design/v/_view/count").json["rows"]?[0]?["value"] == 150)
@@ -202,7 +189,7 @@ import Testing
 
         // Files may grow a little more: then the disk is full.
         let limit = largestFile(in: server.directory) + 64 * 1024
-        #expect(setFileSizeLimit(pid, limit))
+        #expect(setResourceLimit(pid, RLIMIT_FSIZE, to: limit))
         var refused: [String] = []
         var statuses: [Int: Int] = [:]
         for index in 0..<400 where refused.count < 5 {
@@ -240,7 +227,7 @@ import Testing
         #expect(blobs.stored.isEmpty && blobs.staging.isEmpty, "\(blobs)")
 
         // Room again: documents, attachments, `_local` documents and compaction work.
-        #expect(setFileSizeLimit(pid, UInt64.max))
+        #expect(setResourceLimit(pid, RLIMIT_FSIZE, to: UInt64.max))
         let after = try request("PUT", "/full/after", Array(#"{"n":1}"#.utf8))
         #expect(after.status == 201, "\(after.text)")
         acknowledged["after"] = try JSONValue.parse(after.body)["rev"]?.stringValue

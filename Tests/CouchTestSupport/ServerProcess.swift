@@ -9,11 +9,20 @@ public final class ServerProcess: @unchecked Sendable {
     private let output = Pipe()
     public let errorOutput = Pipe()
 
-    /// Starts `couchette serve --port 0` on a fresh data directory and waits for its banner.
-    public init(arguments: [String] = [], directory existing: String? = nil, environment: [String: String] = [:]) throws {
+    /// Starts `couchette serve --port 0` on a fresh data directory and waits for its banner;
+    /// `openFileLimit`: under that soft and hard limit of open files (`ulimit -n`).
+    public init(arguments: [String] = [], directory existing: String? = nil, environment: [String: String] = [:],
+                openFileLimit: Int? = nil) throws {
         directory = existing ?? TestServer.makeTemporaryDirectory()
-        process.executableURL = ServerProcess.executable
-        process.arguments = ["serve", "--port", "0", "--data-dir", directory] + arguments
+        let serve = ["serve", "--port", "0", "--data-dir", directory] + arguments
+        if let openFileLimit {
+            process.executableURL = URL(fileURLWithPath: "/bin/sh")
+            process.arguments = ["-c", "ulimit -n \(openFileLimit) && ulimit -Hn \(openFileLimit) && exec \"$0\" \"$@\"",
+                                 ServerProcess.executable.path] + serve
+        } else {
+            process.executableURL = ServerProcess.executable
+            process.arguments = serve
+        }
         if !environment.isEmpty {
             process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         }
@@ -72,6 +81,20 @@ public final class ServerProcess: @unchecked Sendable {
     }
 
     deinit { if process.isRunning { process.terminate() } }
+}
+
+/// Sets a process's soft limit of `resource` (`prlimit(2)`, looked up by name: Swift's Glibc
+/// does not export it) to `value`, or to its hard limit when nil; whether that worked.
+public func setResourceLimit(_ pid: Int32, _ resource: __rlimit_resource, to value: UInt64?) -> Bool {
+    typealias PRLimit = @convention(c) (Int32, Int32, UnsafePointer<rlimit>?, UnsafeMutablePointer<rlimit>?) -> Int32
+    guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "prlimit") else { return false }
+    let prlimit = unsafeBitCast(symbol, to: PRLimit.self)
+    let kind = Int32(resource.rawValue)
+    var current = rlimit()
+    guard prlimit(pid, kind, nil, &current) == 0 else { return false }
+    var limit = rlimit(rlim_cur: rlim_t(min(value ?? UInt64(current.rlim_max), UInt64(current.rlim_max))),
+                       rlim_max: current.rlim_max)
+    return prlimit(pid, kind, &limit, nil) == 0
 }
 
 /// Starts `process` (`ChildProcess` says why not Foundation's `Process`).
