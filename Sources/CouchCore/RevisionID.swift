@@ -28,6 +28,13 @@ public struct RevisionID: Hashable, Comparable, Sendable, CustomStringConvertibl
         self.init(generation: generation, digest: digest)
     }
 
+    /// Parses `N-digest` from its UTF-8 bytes (a stored column), as `init?(_:)` parses text,
+    /// without building the whole text first.
+    public init?(utf8 bytes: UnsafeRawBufferPointer) {
+        guard let (generation, digest) = bytes.withMemoryRebound(to: UInt8.self, { Self.parse($0) }) else { return nil }
+        self.init(generation: generation, digest: digest)
+    }
+
     private static func parse(_ bytes: UnsafeBufferPointer<UInt8>) -> (Int, String)? {
         guard let dash = bytes.firstIndex(of: UInt8(ascii: "-")), dash > 0 else { return nil }
         var value = 0

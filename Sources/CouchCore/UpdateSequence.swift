@@ -29,8 +29,14 @@ public struct UpdateSequence: Sendable, Hashable, Comparable, CustomStringConver
         output.append(UInt8(ascii: "\""))
     }
 
-    /// The term's bytes before and after the number, which alone varies.
-    private static let termParts: (prefix: [UInt8], suffix: [UInt8]) = {
+    /// The term around the number, which alone varies, split where base64 can encode it once:
+    /// the whole 3-byte groups before the number, encoded in advance (`encodedHead`), then the
+    /// 0–2 bytes left over (`carry`), encoded with the number and the bytes after it (`tail`).
+    private static let encodedHead: [UInt8] = termParts.encodedHead
+    private static let carry: [UInt8] = termParts.carry
+    private static let tail: [UInt8] = termParts.tail
+
+    private static let termParts: (encodedHead: [UInt8], carry: [UInt8], tail: [UInt8]) = {
         var head = ExternalTermWriter()
         head.listHeader(1)
         head.tupleHeader(3)
@@ -40,20 +46,24 @@ public struct UpdateSequence: Sendable, Hashable, Comparable, CustomStringConver
         head.integer(4_294_967_295)
         head.endList()
         head.tupleHeader(3)
-        var tail = ExternalTermWriter()
+        var tail = ExternalTermWriter(fragment: true)
         tail.binary([UInt8]())
         tail.atom("nonode@nohost")
         tail.endList()
-        return (head.bytes, Array(tail.bytes.dropFirst()))  // the tail's own version byte dropped
+        let aligned = head.bytes.count - head.bytes.count % 3
+        var encoded: [UInt8] = []
+        appendBase64URL(Array(head.bytes[..<aligned]), to: &encoded)
+        return (encoded, Array(head.bytes[aligned...]), tail.bytes)
     }()
 
     private func appendText(to output: inout [UInt8]) {
         JSONWriter.appendInteger(number, to: &output)
         output.append(UInt8(ascii: "-"))
-        var term = ExternalTermWriter()
-        term.appendRaw(Self.termParts.prefix.dropFirst())  // the writer starts with the version byte
+        output.append(contentsOf: Self.encodedHead)
+        var term = ExternalTermWriter(fragment: true)
+        term.appendRaw(Self.carry[...])
         term.integer(number)
-        term.appendRaw(Self.termParts.suffix[...])
+        term.appendRaw(Self.tail[...])
         Self.appendBase64URL(term.bytes, to: &output)
     }
 

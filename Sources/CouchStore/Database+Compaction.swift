@@ -76,7 +76,7 @@ extension Database {
         try connection.query(
             "SELECT doc_key, revision_tree, winning_rev FROM documents WHERE doc_key > ? ORDER BY doc_key LIMIT 500", [.int(after)]
         ) { row in
-            rows.append((row.int(0), try decodeTree(row.blob(1)), try parseRevision(row.text(2))))
+            rows.append((row.int(0), try decodeTree(row.blob(1)), try parseRevision(row, column: 2)))
         }
         let limit = revsLimit
         for row in rows {

@@ -23,7 +23,7 @@ extension Database {
                     "SELECT doc_key, revision_tree, winning_rev, body, attachments, deleted FROM documents WHERE doc_id = ?",
                     [.text(id.rawValue)]
                 ) { found in
-                    row = (found.int(0), try decodeTree(found.blob(1)), try parseRevision(found.text(2)), found.blob(3),
+                    row = (found.int(0), try decodeTree(found.blob(1)), try parseRevision(found, column: 2), found.blob(3),
                            found.blob(4), found.int(5) != 0)
                 }
                 guard let existing = row else {

@@ -12,7 +12,7 @@ extension Database {
             "SELECT sequence, deleted, winning_rev, revision_tree FROM documents WHERE doc_id = ?", [.text(id.rawValue)]
         ) { row in
             record = DocumentRecord(id: id, sequence: row.int(0), tree: try decodeTree(row.blob(3)),
-                                    winner: try parseRevision(row.text(2)), isDeleted: row.int(1) != 0)
+                                    winner: try parseRevision(row, column: 2), isDeleted: row.int(1) != 0)
         }
         return record
     }
@@ -40,7 +40,7 @@ extension Database {
             [.text(id.rawValue)]
         ) { row in
             let tree = try decodeTree(row.blob(3))
-            let winner = try parseRevision(row.text(2))
+            let winner = try parseRevision(row, column: 2)
             let record = DocumentRecord(id: id, sequence: row.int(0), tree: tree, winner: winner, isDeleted: row.int(1) != 0)
             let revision = StoredRevision(id: id, revision: winner, isDeleted: record.isDeleted, body: row.blob(4),
                                           attachments: AttachmentInfo.decode(row.blob(5)))
@@ -144,7 +144,7 @@ extension Database {
 
     private static func changeRow(_ row: SQLiteStatement, _ query: ChangesQuery, includeBody: Bool) throws -> ChangeRow {
         ChangeRow(
-            sequence: row.int(0), id: DocumentID(row.text(1)), winner: try parseRevision(row.text(2)),
+            sequence: row.int(0), id: DocumentID(row.text(1)), winner: try parseRevision(row, column: 2),
             isDeleted: row.int(3) != 0,
             tree: query.includeTree ? try decodeTree(row.blob(4)) : nil,
             body: includeBody ? row.blob(5) : nil,
@@ -268,7 +268,7 @@ extension Database {
     private static func allDocumentsRow(_ row: SQLiteStatement, includeTree: Bool, includeBody: Bool,
                                         includeAttachments: Bool) -> AllDocumentsRow {
         AllDocumentsRow(
-            id: DocumentID(row.text(0)), winner: (try? parseRevision(row.text(1))) ?? RevisionID(generation: 0, digest: "0"),
+            id: DocumentID(row.text(0)), winner: (try? parseRevision(row, column: 1)) ?? RevisionID(generation: 0, digest: "0"),
             isDeleted: row.int(2) != 0, sequence: row.int(3),
             tree: includeTree ? (try? decodeTree(row.blob(4))) : nil,
             body: includeBody ? row.blob(5) : nil,
@@ -296,7 +296,10 @@ func decodeTree(_ bytes: [UInt8]) throws(CouchError) -> RevisionTree {
     }
 }
 
-func parseRevision(_ text: String) throws(CouchError) -> RevisionID {
-    guard let revision = RevisionID(text) else { throw CouchError.internalError("corrupt revision id") }
+/// A stored revision ID, read from the column's bytes.
+func parseRevision(_ row: SQLiteStatement, column: Int32) throws(CouchError) -> RevisionID {
+    guard let revision = row.withBlob(column, { RevisionID(utf8: $0) }) else {
+        throw CouchError.internalError("corrupt revision id")
+    }
     return revision
 }

@@ -190,7 +190,7 @@ extension Database {
             "SELECT doc_key, revision_tree, winning_rev, body, attachments, deleted FROM documents WHERE doc_id = ?",
             [.text(id.rawValue)]
         ) { row in
-            existing = (row.int(0), try decodeTree(row.blob(1)), try parseRevision(row.text(2)), row.blob(3), row.blob(4),
+            existing = (row.int(0), try decodeTree(row.blob(1)), try parseRevision(row, column: 2), row.blob(3), row.blob(4),
                         row.int(5) != 0)
         }
         var tree = existing?.tree ?? RevisionTree()

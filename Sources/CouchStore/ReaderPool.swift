@@ -8,6 +8,7 @@ final class ReaderPool: @unchecked Sendable {
     private let lock = NSLock()
     private var idle: [SQLiteConnection] = []
     private let maximumIdle = 16
+    private static let mappedBytes = 1 << 30
     private var lastUse = DispatchTime.now().uptimeNanoseconds
 
     init(path: String) { self.path = path }
@@ -27,13 +28,17 @@ final class ReaderPool: @unchecked Sendable {
         lock.unlock()
         let connection = try SQLiteConnection(path: path)
         try connection.execute("PRAGMA query_only=1")
+        // Pages read through a mapping rather than a pread and a copy each: scans (_changes,
+        // _all_docs) spent a third of their time in those calls. The mapping goes with the
+        // connection when the database idles.
+        try connection.execute("PRAGMA mmap_size=\(Self.mappedBytes)")
         return connection
     }
 
-    /// Empties the page caches of the idle connections (each up to SQLite's default 2 MB),
-    /// under the lock, so none is checked out meanwhile.
+    /// Closes the idle connections, giving back their page caches (each up to SQLite's default
+    /// 2 MB) and their file mappings; the next read opens one again.
     func releaseCacheMemory() {
-        lock.withLock { idle.forEach { $0.releaseCacheMemory() } }
+        _ = lock.withLock { takeIdle() }  // closed here, outside the lock
     }
 
     private func checkIn(_ connection: SQLiteConnection) {
@@ -49,9 +54,14 @@ final class ReaderPool: @unchecked Sendable {
     func closeIfIdle(for seconds: Double) -> Bool {
         let closed: [SQLiteConnection] = lock.withLock {
             guard DispatchTime.now().uptimeNanoseconds &- lastUse > UInt64(seconds * 1e9) else { return [] }
-            defer { idle.removeAll() }
-            return idle
+            return takeIdle()
         }
         return !closed.isEmpty   // closed here, outside the lock
+    }
+
+    /// The idle connections, no longer in the pool. Called under the lock.
+    private func takeIdle() -> [SQLiteConnection] {
+        defer { idle.removeAll() }
+        return idle
     }
 }
