@@ -7,3 +7,17 @@
 static inline int couchette_sqlite3_set_statement_journal_spill(int bytes) {
     return sqlite3_config(SQLITE_CONFIG_STMTJRNL_SPILL, bytes);
 }
+
+/* No page cache memory allocated in bulk when a connection first reads (SQLite allocates
+   room for 20 pages, ~88 KB, up front by default): pages are allocated as they are read.
+   Effective only before the first connection opens. */
+static inline int couchette_sqlite3_allocate_pages_as_read(void) {
+    return sqlite3_config(SQLITE_CONFIG_PAGECACHE, (void *)0, 0, 0);
+}
+
+/* Whether closing the connection, when it is the database's last, leaves the write-ahead log
+   as it is (SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE) instead of checkpointing and deleting it.
+   A wrapper because sqlite3_db_config is variadic. */
+static inline int couchette_sqlite3_keep_log_on_close(sqlite3 *db, int keep) {
+    return sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, keep, (int *)0);
+}

@@ -76,9 +76,7 @@ public final class ViewIndex: @unchecked Sendable {
 
     /// The index's file size in bytes (with its write-ahead log).
     public var fileSize: Int {
-        ["", "-wal"].reduce(0) { total, suffix in
-            total + ((try? FileManager.default.attributesOfItem(atPath: path + suffix)[.size] as? Int) ?? 0)
-        }
+        SQLiteConnection.fileSize(atPath: path) + SQLiteConnection.fileSize(atPath: path + "-wal")
     }
 
     /// The bytes of data (`sizes.active`): the pages in use, less the free space inside them

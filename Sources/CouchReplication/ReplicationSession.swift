@@ -291,9 +291,11 @@ final class ReplicationSession: @unchecked Sendable {
             } catch {
                 return
             }
-            if let sequence = progress.latestCompleted, let pending = try? await source.pendingChanges(since: sequence) {
-                progress.setPending(pending)
-            }
+            // A continuous job that caught up has nothing pending (set to 0 then): asking anyway
+            // cost a peer a thousand requests a second for a thousand waiting jobs.
+            guard !isReportedIdle, let sequence = progress.latestCompleted,
+                  let pending = try? await source.pendingChanges(since: sequence), !isReportedIdle else { continue }
+            progress.setPending(pending)
         }
     }
 
@@ -305,6 +307,8 @@ final class ReplicationSession: @unchecked Sendable {
         lock.unlock()
         checkIdle(queue)
     }
+
+    private var isReportedIdle: Bool { lock.withLock { reportedIdle } }
 
     private func changesArrived() {
         lock.lock()

@@ -160,7 +160,7 @@ public final class Database: @unchecked Sendable {
             let pageCount = try connection.scalarInt("PRAGMA page_count") ?? 0
             let pageSize = try connection.scalarInt("PRAGMA page_size") ?? 4096
             let freePages = try connection.scalarInt("PRAGMA freelist_count") ?? 0
-            let walSize = ((try? FileManager.default.attributesOfItem(atPath: path + "-wal"))?[.size] as? Int) ?? 0
+            let walSize = SQLiteConnection.fileSize(atPath: path + "-wal")
             // In-page free space as measured at the last compaction (`recordPageSlack`).
             let slack = (try? connection.scalarInt("SELECT CAST(value AS INTEGER) FROM metadata WHERE key = 'page_slack'")) ?? 0
             return DatabaseInfo(

@@ -57,6 +57,9 @@ enum DatabaseSchema {
         // acknowledged write must survive a crash.
         try connection.execute("PRAGMA synchronous=FULL")
         try connection.execute("PRAGMA foreign_keys=OFF")
+        // The log is kept when the database closes (see SQLiteConnection.init): cut back to
+        // 1 MiB whenever a checkpoint empties it, rather than stay at its largest.
+        try connection.execute("PRAGMA journal_size_limit=1048576")
         connection.deferCheckpoints()
     }
 

@@ -1,5 +1,6 @@
 import CSQLite
 import CouchCore
+import Foundation
 import Logging
 
 /// A SQLite connection used by one thread at a time. Errors become
@@ -11,12 +12,6 @@ public final class SQLiteConnection {
     let path: String
     static let logger = Logger(label: "couchette.sqlite")
 
-    /// Frees what the page cache holds and no open statement needs (`sqlite3_db_release_memory`):
-    /// for a connection no thread is using.
-    func releaseCacheMemory() {
-        if let handle { _ = sqlite3_db_release_memory(handle) }
-    }
-
     /// Every write of a batch runs in its own savepoint, whose journal holds the original of
     /// each page the write changes. SQLite spills that journal to a temporary file past 64 KiB
     /// and then writes it there for the rest of the transaction: a 1,000-document `_bulk_docs`
@@ -25,12 +20,17 @@ public final class SQLiteConnection {
     /// in memory anyway) and is emptied at each release. A threshold is no middle way: SQLite
     /// allocates all of it for every journal (4 MiB were mapped and unmapped for each write,
     /// and at 128 KiB `_bulk_docs` spilled again; server CPU per document 20 µs against 24).
-    private static let statementJournalsInMemory: Void = {
+    ///
+    /// Page caches grow page by page rather than starting with room for 20: a connection costs
+    /// 68 KB instead of 137 once it has read its schema, which counts when a thousand
+    /// replication targets each hold one.
+    private static let processWideSettings: Void = {
         _ = couchette_sqlite3_set_statement_journal_spill(-1)
+        _ = couchette_sqlite3_allocate_pages_as_read()
     }()
 
     public init(path: String, readOnly: Bool = false, create: Bool = false) throws(CouchError) {
-        Self.statementJournalsInMemory
+        Self.processWideSettings
         self.path = path
         var flags = SQLITE_OPEN_NOMUTEX | (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE)
         if create { flags |= SQLITE_OPEN_CREATE }
@@ -43,6 +43,13 @@ public final class SQLiteConnection {
         }
         sqlite3_busy_timeout(handle, 10_000)
         sqlite3_extended_result_codes(handle, 1)
+        // The database's last connection to close leaves the write-ahead log as it is rather
+        // than copy it into the database file and delete it: the log is as durable as the file,
+        // the writer checkpoints it as it grows (`checkpointIfDue`), and the next open finds it.
+        // Checkpointing at close made a thousand databases closing together (idle, or evicted
+        // past max_dbs_open) a burst of writes and syncs that held other databases' commits
+        // for seconds, and every reopen created the log and its index again.
+        _ = couchette_sqlite3_keep_log_on_close(handle, 1)
     }
 
     deinit {
@@ -65,6 +72,14 @@ public final class SQLiteConnection {
     }
 
     var systemErrno: Int32 { sqlite3_system_errno(handle) }
+
+    /// A file's size in bytes (a database's, its log's), 0 when it is absent. `stat` itself:
+    /// Foundation's `attributesOfItem` also looks the owner up in /etc/passwd and /etc/group,
+    /// for every `GET /db`.
+    public static func fileSize(atPath path: String) -> Int {
+        var status = stat()
+        return stat(path, &status) == 0 ? Int(status.st_size) : 0
+    }
 
     /// Pages in the write-ahead log at the last commit (see `deferCheckpoints`).
     private var walPages: Int32 = 0

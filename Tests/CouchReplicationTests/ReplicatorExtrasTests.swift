@@ -177,6 +177,27 @@ import Testing
                 "written, though not checkpointed for ten minutes")
         #expect(try await a.call("GET", path + "?doc_id=d1").json["pending"] == false)
     }
+
+    @Test func aContinuousPullThatCaughtUpAsksItsSourceNothingWhileItWaits() async throws {
+        let (a, b) = (try TestServer(), try TestServer())
+        defer { a.stop(); b.stop() }
+        try await b.call("PUT", "/source")
+        try await a.call("PUT", "/_replicator/pull", body: [
+            "source": JSONValue(b.url + "/source"), "target": "copy", "create_target": true, "continuous": true,
+            "checkpoint_interval": 600_000,
+        ])
+        try await b.call("PUT", "/source/d1", body: ["n": 1])
+        #expect(try await eventually { try await a.call("GET", "/copy/d1").status == 200 })
+        #expect(try await eventually { try await a.call("GET", "/_scheduler/docs/_replicator/pull").json["info"]?["changes_pending"] == 0 })
+        func sourceGETs() async throws -> Int {
+            try await b.call("GET", "/_node/_local/_stats/couchdb/httpd_request_methods").json["GET"]?["value"]?.intValue ?? -1
+        }
+        let before = try await sourceGETs()
+        try await Task.sleep(nanoseconds: 3_500_000_000)
+        #expect(try await sourceGETs() - before == 1, "only this test's own request: the job's feed waits, it polls nothing")
+        try await b.call("PUT", "/source/d2", body: ["n": 2])
+        #expect(try await eventually { try await a.call("GET", "/copy/d2").status == 200 })
+    }
 }
 
 /// Sync pairs: one document, a push and a pull; `exclusive` retires older pairs.

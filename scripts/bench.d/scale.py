@@ -112,6 +112,10 @@ def jobs():
             return wait_until(lambda: a.call("GET", f"/target{i}/probe")[0] == 200, 60, step=0.02)
         latencies = [value for value in parallel(delivery, range(count)) if value is not None]
         worst = max(latencies) if latencies else None
+        if latencies:
+            ordered = sorted(latencies)
+            report("  a new document reaches its target (median)", f"{ordered[len(ordered) // 2]:.2f}", "s", "", True)
+            report("  a new document reaches its target (p99)", f"{ordered[len(ordered) * 99 // 100]:.2f}", "s", "", True)
         report("  a new document reaches its target (worst)", f"{worst:.2f}" if worst else "never", "s", "< 1 s",
                worst is not None and worst < 1 and len(latencies) == count)
         threads, rss = a.status("Threads"), a.status("VmRSS") / 1024
