@@ -173,9 +173,9 @@ public final class ReplicationScheduler: @unchecked Sendable {
             lock.unlock()
             return
         }
-        let candidates = jobs.values.map {
-            SchedulerPolicy.Candidate(id: $0.id.jobID, isRunning: $0.run != nil, isContinuous: $0.settings.continuous,
-                                      since: $0.since)
+        // The key is the job ID, which `ReplicationID.jobID` would build again for each job.
+        let candidates = jobs.map { id, job in
+            SchedulerPolicy.Candidate(id: id, isRunning: job.run != nil, isContinuous: job.settings.continuous, since: job.since)
         }
         let decision = SchedulerPolicy(maxJobs: settings.maxJobs, maxChurn: settings.maxChurn)
             .reschedule(candidates, rotate: rotate)

@@ -43,37 +43,58 @@ public struct SchedulerPolicy: Sendable, Equatable {
     }
 
     /// `rotate`: whether this is the periodic pass (`interval`), the only one that churns.
+    ///
+    /// Every job added or finished runs a pass over all of them, so a pass sorts only what it
+    /// picks from: ten thousand `_replicator` documents each sorting every job when one
+    /// finished spent a quadratic time choosing the next.
     public func reschedule(_ candidates: [Candidate], rotate: Bool) -> Decision {
         var decision = Decision()
-        let oldestFirst = { (a: Candidate, b: Candidate) in a.since == b.since ? a.id < b.id : a.since < b.since }
-        var running = candidates.filter(\.isRunning).sorted(by: oldestFirst)
-        var waiting = candidates.filter { !$0.isRunning }.sorted(by: oldestFirst)
+        var running = candidates.filter(\.isRunning)
+        let waiting = candidates.filter { !$0.isRunning }
 
         // Too many running: stop continuous jobs first, longest running first.
         let excess = running.count - max(0, maxJobs)
         if excess > 0 {
+            running.sort(by: Self.oldestFirst)
             let stoppable = running.filter(\.isContinuous) + running.filter { !$0.isContinuous }
-            let stopped = Array(stoppable.prefix(excess))
-            decision.stop += stopped.map(\.id)
-            running.removeAll { job in stopped.contains { $0.id == job.id } }
+            let stopped = Set(stoppable.prefix(excess).map(\.id))
+            decision.stop += stoppable.prefix(excess).map(\.id)
+            running.removeAll { stopped.contains($0.id) }
         }
 
         // Free slots go to those waiting longest.
         let free = max(0, maxJobs) - running.count
-        if free > 0 {
-            let started = Array(waiting.prefix(free))
-            decision.start += started.map(\.id)
-            waiting.removeFirst(started.count)
-            running += started
-        }
+        let started = Self.oldest(min(free, waiting.count), of: waiting)
+        decision.start += started.map(\.id)
 
         // Full and still waiting: rotate the longest-running continuous jobs out.
-        if rotate, !waiting.isEmpty, running.count >= maxJobs {
-            let rotatable = running.filter { $0.isContinuous && !decision.start.contains($0.id) }
-            let count = min(waiting.count, rotatable.count, max(0, maxChurn))
-            decision.stop += rotatable.prefix(count).map(\.id)
-            decision.start += waiting.prefix(count).map(\.id)
+        if rotate, waiting.count > started.count, running.count + started.count >= maxJobs {
+            let startedIDs = Set(decision.start)
+            let rotatable = running.filter(\.isContinuous)
+            let remaining = waiting.filter { !startedIDs.contains($0.id) }
+            let count = min(remaining.count, rotatable.count, max(0, maxChurn))
+            decision.stop += Self.oldest(count, of: rotatable).map(\.id)
+            decision.start += Self.oldest(count, of: remaining).map(\.id)
         }
         return decision
+    }
+
+    private static func oldestFirst(_ a: Candidate, _ b: Candidate) -> Bool {
+        a.since == b.since ? a.id < b.id : a.since < b.since
+    }
+
+    /// The `count` oldest candidates, oldest first: one scan when a few are wanted (a slot
+    /// freed), a sort when many are.
+    static func oldest(_ count: Int, of candidates: [Candidate]) -> [Candidate] {
+        guard count > 0 else { return [] }
+        guard count <= 8 else { return Array(candidates.sorted(by: oldestFirst).prefix(count)) }
+        var chosen: [Candidate] = []
+        for candidate in candidates {
+            guard chosen.count < count || oldestFirst(candidate, chosen[chosen.count - 1]) else { continue }
+            let index = chosen.firstIndex { oldestFirst(candidate, $0) } ?? chosen.count
+            chosen.insert(candidate, at: index)
+            if chosen.count > count { chosen.removeLast() }
+        }
+        return chosen
     }
 }

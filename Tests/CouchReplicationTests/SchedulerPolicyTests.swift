@@ -42,6 +42,19 @@ import Testing
         #expect(decision == .init())
     }
 
+    @Test func amongThousandsWaitingTheOldestStartFirst() {
+        var generator = SystemRandomNumberGenerator()
+        let waiting = (1...2_000).map { job($0, running: false) }.shuffled(using: &generator)
+        for slots in [1, 3, 8, 9, 20] {
+            let decision = SchedulerPolicy(maxJobs: slots).reschedule(waiting, rotate: false)
+            #expect(decision.start == (1...slots).map { "job\($0)" })
+        }
+        let running = (2_001...2_500).map { job($0, running: true) }
+        let rotated = SchedulerPolicy(maxJobs: 500, maxChurn: 20).reschedule((waiting + running).shuffled(using: &generator), rotate: true)
+        #expect(rotated.stop == (2_001...2_020).map { "job\($0)" })
+        #expect(rotated.start == (1...20).map { "job\($0)" })
+    }
+
     @Test func nothingStopsWhileSlotsAreFree() {
         let policy = SchedulerPolicy(maxJobs: 3, maxChurn: 2)
         let decision = policy.reschedule([job(1, running: true), job(2, running: false)], rotate: true)
