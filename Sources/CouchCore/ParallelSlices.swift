@@ -9,6 +9,8 @@ extension Array where Element: Sendable {
     /// Every slice runs with the caller's `RequestCancellation`.
     public func transformInParallelSlices<Result: Sendable>(
         minimumSlice: Int, _ transform: @Sendable (ArraySlice<Element>) -> Result) -> [Result] {
+        // Too few for two slices: no need to ask how many cores (a read of /sys each time).
+        guard count >= 2 * Swift.max(1, minimumSlice) else { return [transform(self[...])] }
         let cores = Swift.max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN)))
         let slices = Swift.max(1, Swift.min(cores, count / Swift.max(1, minimumSlice)))
         if slices == 1 { return [transform(self[...])] }
