@@ -57,9 +57,10 @@ public struct SchedulerPolicy: Sendable, Equatable {
         if excess > 0 {
             running.sort(by: Self.oldestFirst)
             let stoppable = running.filter(\.isContinuous) + running.filter { !$0.isContinuous }
-            let stopped = Set(stoppable.prefix(excess).map(\.id))
-            decision.stop += stoppable.prefix(excess).map(\.id)
-            running.removeAll { stopped.contains($0.id) }
+            let stopped = stoppable.prefix(excess).map(\.id)
+            decision.stop += stopped
+            let stoppedIDs = Set(stopped)
+            running.removeAll { stoppedIDs.contains($0.id) }
         }
 
         // Free slots go to those waiting longest.
