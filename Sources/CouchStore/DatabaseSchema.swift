@@ -70,17 +70,20 @@ enum DatabaseSchema {
         if hasMetadata > 0 {
             try? connection.query("SELECT value FROM metadata WHERE key LIKE 'migration:%'") { applied.insert($0.text(0)) }
         }
-        for migration in migrations where !applied.contains(migration.name) {
-            try connection.execute("BEGIN IMMEDIATE")
-            do {
+        let pending = migrations.filter { !applied.contains($0.name) }
+        guard !pending.isEmpty else { return }
+        // All in one transaction: a new database is created with one sync, not one per migration.
+        try connection.execute("BEGIN IMMEDIATE")
+        do {
+            for migration in pending {
                 try connection.execute(migration.sql)
                 try connection.run("INSERT INTO metadata (key, value) VALUES (?, ?)",
                                    [.text("migration:\(migration.name)"), .text(migration.name)])
-                try connection.execute("COMMIT")
-            } catch {
-                try? connection.execute("ROLLBACK")
-                throw error
             }
+            try connection.execute("COMMIT")
+        } catch {
+            try? connection.execute("ROLLBACK")
+            throw error
         }
     }
 }
