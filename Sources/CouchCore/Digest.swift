@@ -49,11 +49,18 @@ public enum Digest {
         }
     }
 
-    /// Cryptographically random bytes (UUIDs, secrets).
+    /// Cryptographically random bytes (UUIDs, secrets), from the kernel's generator
+    /// (`getrandom`, through the standard library's system generator): the server needs
+    /// random bytes while it starts, and libcrypto's generator would initialise its
+    /// providers there, 2 MB of memory before any request needs a digest.
     public static func randomBytes(_ count: Int) -> [UInt8] {
-        var bytes = [UInt8](repeating: 0, count: count)
-        let ok = bytes.withUnsafeMutableBufferPointer { RAND_bytes($0.baseAddress, Int32(count)) }
-        precondition(ok == 1, "libcrypto could not produce random bytes")
+        var generator = SystemRandomNumberGenerator()
+        var bytes = [UInt8]()
+        bytes.reserveCapacity(count + 7)
+        while bytes.count < count {
+            withUnsafeBytes(of: generator.next() as UInt64) { bytes.append(contentsOf: $0) }
+        }
+        bytes.removeLast(bytes.count - count)
         return bytes
     }
 
