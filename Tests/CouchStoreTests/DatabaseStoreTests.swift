@@ -54,6 +54,37 @@ import Testing
         #expect(try database.info().documentCount == 151)
     }
 
+    /// More writers than cores, each waiting for the leader to wake it (its write done, or
+    /// the writer handed to it), while compactions take the writer between batches.
+    @Test(.timeLimit(.minutes(2)))
+    func manyWritersAndCompactionsEachGetTheWriterInTurn() async throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let manager = try DatabaseManager(directory: directory)
+        let database = try manager.create(try DatabaseName("turns"))
+        let results = ResultCollector()
+        let writers = 24, writesEach = 30
+        let group = DispatchGroup()
+        for writer in 0..<writers {
+            group.enter()
+            Thread.detachNewThread {
+                defer { group.leave() }
+                for index in 0..<writesEach {
+                    let id = "w\(writer)-\(index)"
+                    results.add(id: id, ok: (try? database.update(try self.edit(id, #"{"i":\#(index)}"#))) != nil)
+                }
+            }
+        }
+        group.enter()
+        Thread.detachNewThread {
+            defer { group.leave() }
+            for _ in 0..<5 { _ = try? database.compact() }
+        }
+        await withCheckedContinuation { continuation in group.notify(queue: .global()) { continuation.resume() } }
+        #expect(results.totalSuccesses == writers * writesEach)
+        #expect(database.updateSequence == writers * writesEach)
+        #expect(try database.info().documentCount == writers * writesEach)
+    }
+
     @Test func aFailedWriteInABatchLeavesNothingBehind() throws {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let manager = try DatabaseManager(directory: directory)
