@@ -174,6 +174,9 @@ public struct ReplicatedRevision: Sendable {
     public let id: DocumentID
     public let revision: RevisionID
     public var document: JSONObject
+    /// About how many bytes of JSON the source sent or stored for it (0: not known), from
+    /// which the replicator sizes its batches.
+    public var encodedSize = 0
 
     public init(id: DocumentID, revision: RevisionID, document: JSONObject) {
         self.id = id

@@ -168,7 +168,9 @@ public final class LocalEndpoint: DatabaseEndpoint, @unchecked Sendable {
                 for attachment in stored.attachments { stubs[attachment.name] = stub(attachment) }
                 document["_attachments"] = .object(stubs)
             }
-            return .found(ReplicatedRevision(id: id, revision: revision, document: document))
+            var replicated = ReplicatedRevision(id: id, revision: revision, document: document)
+            replicated.encodedSize = stored.body.count
+            return .found(replicated)
         }
     }
 

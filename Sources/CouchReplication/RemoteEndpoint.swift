@@ -329,10 +329,13 @@ public final class RemoteEndpoint: DatabaseEndpoint, @unchecked Sendable {
             throw unexpected(response, "POST _bulk_get")
         }
         var fetched: [FetchResult] = []
+        let entries = results.reduce(0) { $0 + ($1["docs"]?.arrayValue?.count ?? 0) }
+        let sizeEach = response.body.count / max(1, entries)
         for result in results {
             let id = DocumentID(result["id"]?.stringValue ?? "")
             for entry in result["docs"]?.arrayValue ?? [] {
-                if let document = entry["ok"]?.objectValue, let revision = ReplicatedRevision(document: document) {
+                if let document = entry["ok"]?.objectValue, var revision = ReplicatedRevision(document: document) {
+                    revision.encodedSize = sizeEach
                     fetched.append(.found(revision))
                 } else if let error = entry["error"] {
                     let revision = error["rev"]?.stringValue.flatMap(RevisionID.init)

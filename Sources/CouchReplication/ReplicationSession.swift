@@ -41,8 +41,17 @@ final class ReplicationSession: @unchecked Sendable {
     private var readerCaughtUp = false
     private var reportedIdle = false
 
-    /// Changes are fetched and written in chunks of this many revisions.
-    static let chunkSize = 100
+    /// Revisions are fetched and written in chunks of about `chunkBytes` of JSON, sized from
+    /// the documents fetched last: between 1 and `maximumChunk` revisions, `firstChunk`
+    /// before any is seen. Each chunk is one commit on the target: chunks of 100 documents
+    /// of 1 KB made five times the commits of CouchDB's replicator (which flushes its
+    /// `_bulk_docs` at 500 documents or 512 KiB), and large documents are fetched a few at
+    /// a time, so that four workers hold a few megabytes, not hundreds.
+    static let chunkBytes = 1 << 20
+    static let maximumChunk = 500
+    static let firstChunk = 100
+    /// Bytes of a revision fetched last (0 until one is known); read and written under `lock`.
+    private var revisionSize = 0
 
     init(replicationID: ReplicationID, settings: ReplicationSettings, source: DatabaseEndpoint, target: DatabaseEndpoint,
          progress: ReplicationProgress, logger: Logger, report: @escaping @Sendable (Report) -> Void) {
@@ -214,20 +223,23 @@ final class ReplicationSession: @unchecked Sendable {
     /// Fetches chunk after chunk; each chunk is written while the next one is fetched.
     private func copy(_ requests: [RevisionRequest], fetcher: RevisionFetcher, writer: RevisionWriter,
                       copier: AttachedRevisionCopier) async throws -> ReplicationStatistics {
-        let chunks = stride(from: 0, to: requests.count, by: Self.chunkSize).map {
-            Array(requests[$0..<min(requests.count, $0 + Self.chunkSize)])
+        var unfetched = requests[...]
+        func nextChunk() -> [RevisionRequest]? {
+            guard !unfetched.isEmpty else { return nil }
+            let chunk = Array(unfetched.prefix(chunkLength()))
+            unfetched = unfetched.dropFirst(chunk.count)
+            return chunk
         }
         // Two children at a time: the write of chunk i and the fetch of chunk i + 1.
         var statistics = ReplicationStatistics()
-        var next: RevisionFetcher.Result? = try await fetcher.fetch(chunks[0])
-        var index = 0
+        var next: RevisionFetcher.Result? = try await fetch(nextChunk()!, with: fetcher)
         while let current = next {
-            let following = index + 1 < chunks.count ? chunks[index + 1] : nil
+            let following = nextChunk()
             let (written, fetched) = try await withThrowingTaskGroup(
                 of: Step.self, returning: (ReplicationStatistics, RevisionFetcher.Result?).self
             ) { group in
                 group.addTask { .written(try await self.writeChunk(current, writer: writer, copier: copier)) }
-                if let following { group.addTask { .fetched(try await fetcher.fetch(following)) } }
+                if let following { group.addTask { .fetched(try await self.fetch(following, with: fetcher)) } }
                 var written = ReplicationStatistics()
                 var fetched: RevisionFetcher.Result?
                 for try await step in group {
@@ -240,9 +252,24 @@ final class ReplicationSession: @unchecked Sendable {
             }
             statistics += written
             next = fetched
-            index += 1
         }
         return statistics
+    }
+
+    private func fetch(_ chunk: [RevisionRequest], with fetcher: RevisionFetcher) async throws -> RevisionFetcher.Result {
+        let fetched = try await fetcher.fetch(chunk)
+        let sizes = fetched.revisions.map(\.encodedSize).filter { $0 > 0 }
+        if !sizes.isEmpty {
+            let average = sizes.reduce(0, +) / sizes.count
+            lock.withLock { revisionSize = average }
+        }
+        return fetched
+    }
+
+    private func chunkLength() -> Int {
+        let size = lock.withLock { revisionSize }
+        guard size > 0 else { return Self.firstChunk }
+        return min(Self.maximumChunk, max(1, Self.chunkBytes / size))
     }
 
     private enum Step: Sendable {
