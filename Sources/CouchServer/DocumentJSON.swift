@@ -22,7 +22,6 @@ struct DocumentRenderOptions: Sendable {
     /// The request's reader and options, for documents of `database`.
     init(_ context: RouteContext, database: Database) throws {
         reader = try context.documentReadRule(for: database)
-        let store = database.attachments
         let meta = try context.boolOption("meta")
         revisions = try context.boolOption("revs")
         revisionsLimit = database.revsLimit
@@ -30,7 +29,7 @@ struct DocumentRenderOptions: Sendable {
         conflicts = try context.boolOption("conflicts") || meta
         deletedConflicts = try context.boolOption("deleted_conflicts") || meta
         localSequence = try context.boolOption("local_seq") || meta
-        attachments = try AttachmentRenderOptions(context, store: store)
+        attachments = try AttachmentRenderOptions(context, database: database)
     }
 }
 
@@ -43,11 +42,18 @@ struct AttachmentRenderOptions: Sendable {
     var since: [RevisionID] = []
     var encodingInfo = false
     var store: AttachmentStore?
+    /// Fetches a body that an on-demand pull left on its source (and stores it), so that
+    /// every rendering with `data` — a document, `_all_docs`, `_changes`, a view — has it.
+    var fetchAbsentBody: (@Sendable (AttachmentInfo, StoredRevision) throws -> AttachmentInfo)?
 
     init(store: AttachmentStore? = nil) { self.store = store }
 
-    init(_ context: RouteContext, store: AttachmentStore?) throws(CouchError) {
-        self.store = store
+    init(_ context: RouteContext, database: Database) throws(CouchError) {
+        store = database.attachments
+        let onDemand = context.server.attachmentsOnDemand
+        fetchAbsentBody = { attachment, revision in
+            try onDemand.materialize(database, id: revision.id, revision: revision.revision, attachment: attachment)
+        }
         encodingInfo = try context.boolOption("att_encoding_info")
         if try context.boolOption("attachments") { mode = .data }
         if let value = try context.jsonOption("atts_since") {
@@ -74,10 +80,14 @@ struct AttachmentRenderOptions: Sendable {
         return threshold == 0 ? revision.attachments : revision.attachments.filter { $0.revpos > threshold }
     }
 
-    /// An attachment's bytes as clients see them (decompressed when stored gzip).
-    func identityData(_ attachment: AttachmentInfo, documentID: String? = nil) throws -> [UInt8] {
+    /// The bytes of an attachment of `revision` as clients see them (decompressed when stored gzip).
+    func identityData(_ attachment: AttachmentInfo, of revision: StoredRevision) throws -> [UInt8] {
         guard let store else { throw CouchError.internalError("no attachment store") }
-        if attachment.isBodyAbsent { throw attachment.absentBodyError(documentID: documentID ?? "the document") }
+        var attachment = attachment
+        if attachment.isBodyAbsent {
+            guard let fetchAbsentBody else { throw attachment.absentBodyError(documentID: revision.id.rawValue) }
+            attachment = try fetchAbsentBody(attachment, revision)
+        }
         let stored = try store.read(attachment.blobKey)
         guard attachment.encoding == "gzip" else { return stored }
         guard let decoded = Gzip.decompress(stored) else { throw CouchError.internalError("corrupt gzip attachment") }
@@ -159,7 +169,7 @@ enum DocumentJSON {
                 encodingInfo = true
             } else {
                 output.append(contentsOf: #","data":""#.utf8)
-                Base64.encode(try options.identityData(attachment, documentID: revision.id.rawValue), into: &output)
+                Base64.encode(try options.identityData(attachment, of: revision), into: &output)
                 output.append(UInt8(ascii: "\""))
             }
             if encodingInfo, let encoding = attachment.encoding {

@@ -112,6 +112,55 @@ import Testing
         #expect(try blobFiles(a, "photos").count == 1)
     }
 
+    /// Listings with `attachments=true` fetch the bodies they send, as a document's `GET`
+    /// does (they used to end mid-answer at the first body left on the source).
+    @Test func listingsWithAttachmentsFetchTheBodiesTheySend() async throws {
+        let (a, b) = (try TestServer(), try TestServer())
+        defer { a.stop(); b.stop() }
+        try await b.call("PUT", "/photos")
+        var bodies: [String: [UInt8]] = [:]
+        for index in 0..<3 {
+            let bytes = AttachmentReplicationTests.bytes(count: 5_000 + index, seed: UInt64(20 + index))
+            bodies["pic\(index)"] = bytes
+            _ = try await b.putAttachment("photos", "pic\(index)", "image.bin", rev: nil, bytes)
+        }
+        for (job, target) in [("first", "listed"), ("second", "changed"), ("third", "unreached")] {
+            try await a.call("PUT", "/_replicator/\(job)", body: [
+                "source": JSONValue(b.url + "/photos"), "target": JSONValue(target), "create_target": true,
+                "attachments": "on_demand",
+            ])
+            #expect(try await eventually { try await a.call("GET", "/_replicator/\(job)").json["_replication_state"] == "completed" })
+            #expect(try blobFiles(a, target).isEmpty)
+        }
+        func inlineBodies(_ documents: [JSONValue]) -> [String: String] {
+            var found: [String: String] = [:]
+            for document in documents {
+                if let id = document["_id"]?.stringValue, let data = document["_attachments"]?["image.bin"]?["data"]?.stringValue {
+                    found[id] = data
+                }
+            }
+            return found
+        }
+        let expected = bodies.mapValues { Base64.encode($0) }
+
+        let listing = try await a.call("GET", "/listed/_all_docs?include_docs=true&attachments=true")
+        #expect(listing.status == 200)
+        #expect(inlineBodies((listing.json["rows"]?.arrayValue ?? []).compactMap { $0["doc"] }) == expected)
+        #expect(try blobFiles(a, "listed").count == 3, "fetched and stored")
+
+        let changes = try await a.call("GET", "/changed/_changes?include_docs=true&attachments=true")
+        #expect(changes.status == 200)
+        #expect(inlineBodies((changes.json["results"]?.arrayValue ?? []).compactMap { $0["doc"] }) == expected)
+        #expect(try blobFiles(a, "changed").count == 3)
+
+        // With the source gone, each row still goes out whole, its attachment a stub.
+        b.stop()
+        let unreached = try await a.call("GET", "/unreached/_all_docs?include_docs=true&attachments=true")
+        let rows = unreached.json["rows"]?.arrayValue ?? []
+        #expect(unreached.status == 200 && rows.count == 3)
+        #expect(rows.allSatisfy { $0["doc"]?["_attachments"]?["image.bin"]?["stub"] == true })
+    }
+
     @Test func anAttachmentsFieldOtherThanAllOrOnDemandIsRefused() async throws {
         let a = try TestServer()
         defer { a.stop() }

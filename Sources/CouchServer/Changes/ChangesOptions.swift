@@ -84,7 +84,7 @@ struct ChangesOptions: Sendable {
         }
         filter = try Self.filter(context, body: body)
         let database = try context.database()
-        attachments = try AttachmentRenderOptions(context, store: database.attachments)
+        attachments = try AttachmentRenderOptions(context, database: database)
         reader = try context.documentReadRule(for: database)
     }
 

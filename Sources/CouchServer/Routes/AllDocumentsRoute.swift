@@ -59,7 +59,7 @@ enum AllDocumentsRoute {
         let includeDocs = try context.boolOption("include_docs")
         var render = DocumentRenderOptions(reader: try context.documentReadRule(for: database))
         render.conflicts = try context.boolOption("conflicts")
-        render.attachments = try AttachmentRenderOptions(context, store: database.attachments)
+        render.attachments = try AttachmentRenderOptions(context, database: database)
         var query = AllDocumentsQuery()
         query.descending = try context.boolOption("descending")
         query.inclusiveEnd = try context.boolOption("inclusive_end", default: true)

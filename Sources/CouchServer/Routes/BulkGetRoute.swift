@@ -37,7 +37,7 @@ enum BulkGetRoute {
         }
         var options = DocumentRenderOptions(reader: try context.documentReadRule(for: database))
         options.revisions = try context.boolOption("revs") || body["revs"]?.boolValue == true
-        options.attachments = try AttachmentRenderOptions(context, store: database.attachments)
+        options.attachments = try AttachmentRenderOptions(context, database: database)
         if body["attachments"]?.boolValue == true { options.attachments.mode = .data }
         let latest = try context.boolOption("latest") || body["latest"]?.boolValue == true
         let lookUp = { (item: Item) in try Self.lookUp(item, database: database, latest: latest) }

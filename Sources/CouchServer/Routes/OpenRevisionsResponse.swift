@@ -11,7 +11,7 @@ enum OpenRevisionsResponse {
         var options = DocumentRenderOptions(reader: try context.documentReadRule(for: database))
         options.revisions = try context.boolOption("revs")
         options.conflicts = try context.boolOption("conflicts")
-        options.attachments = try AttachmentRenderOptions(context, store: database.attachments)
+        options.attachments = try AttachmentRenderOptions(context, database: database)
         // As multipart, every attachment's body is sent (but those `atts_since` covers), asked
         // for or not, as CouchDB's `send_docs_multipart` sends them: its replicator asks without
         // `attachments=true` and takes a stub for one the target already has.

@@ -73,7 +73,7 @@ final class ViewQuery: @unchecked Sendable {
         }
         var render = DocumentRenderOptions(reader: try context.documentReadRule(for: database))
         render.conflicts = options.conflicts ?? false
-        render.attachments = try AttachmentRenderOptions(context, store: database.attachments)
+        render.attachments = try AttachmentRenderOptions(context, database: database)
         if options.attachments { render.attachments.mode = .data }
         if options.attachmentEncodingInfo { render.attachments.encodingInfo = true }
         self.render = render
