@@ -147,6 +147,30 @@ enum DocumentJSON {
         return output
     }
 
+    /// As `render`, for a row of a listing, whose status went out before its rows: a document
+    /// whose attachment bodies cannot be had (an on-demand pull's source out of reach) is
+    /// written with stubs rather than ending the answer.
+    static func renderListed(_ revision: StoredRevision, borrowedBody: UnsafeRawBufferPointer? = nil,
+                             record: DocumentRecord?, options: DocumentRenderOptions, into output: inout [UInt8]) throws {
+        let start = output.count
+        do {
+            try render(revision, borrowedBody: borrowedBody, record: record, options: options, into: &output)
+        } catch {
+            guard options.attachments.mode != .stubs else { throw error }
+            output.removeSubrange(start...)
+            var stubs = options
+            stubs.attachments = AttachmentRenderOptions()
+            try render(revision, borrowedBody: borrowedBody, record: record, options: stubs, into: &output)
+        }
+    }
+
+    static func renderListed(_ revision: StoredRevision, record: DocumentRecord?, options: DocumentRenderOptions) throws -> [UInt8] {
+        var output: [UInt8] = []
+        output.reserveCapacity(revision.body.count + 128)
+        try renderListed(revision, record: record, options: options, into: &output)
+        return output
+    }
+
     /// `,"_attachments":{"name":{"content_type":…,"revpos":…,"digest":…,"length":…,"stub":true}}`
     /// in CouchDB's member order; `data` or `follows` instead of the stub for those sent.
     private static func appendAttachments(_ revision: StoredRevision, record: DocumentRecord?,

@@ -7,12 +7,6 @@ import Testing
 /// Couchette's `"attachments": "on_demand"` pulls: stubs stored, bodies fetched from the
 /// job's source when first read, and local for good afterwards.
 @Suite(.serialized) struct AttachmentsOnDemandTests {
-    /// The blob files of a database of `server` (its staging directory left out).
-    func blobFiles(_ server: TestServer, _ database: String) throws -> [String] {
-        let store = try server.server.databases.database(DatabaseName(database)).attachments
-        return ((try? FileManager.default.contentsOfDirectory(atPath: store.directory)) ?? []).filter { $0 != "staging" && $0 != "pending" }
-    }
-
     @Test func aPullLeavesBodiesBehindAndAReadFetchesThemOnce() async throws {
         let (a, b) = (try TestServer(), try TestServer())
         defer { a.stop(); b.stop() }
@@ -29,14 +23,14 @@ import Testing
         ])
         #expect(try await eventually { try await a.call("GET", "/_replicator/pull").json["_replication_state"] == "completed" })
         #expect(try await a.documentCount("photos") == 3)
-        #expect(try blobFiles(a, "photos").isEmpty, "no body was downloaded")
+        #expect(try a.blobFiles("photos").isEmpty, "no body was downloaded")
         let stub = try #require(try await a.call("GET", "/photos/pic").json["_attachments"]?["image.bin"])
         #expect(stub["stub"] == true && stub["length"] == 20_000 && stub["digest"] == remoteStub["digest"]
                 && stub["revpos"] == remoteStub["revpos"] && stub["content_type"] == "application/octet-stream")
 
         let fetched = try await a.attachment("photos", "pic", "image.bin")
         #expect(fetched.status == 200 && fetched.body == first, "fetched from the source and served")
-        #expect(try blobFiles(a, "photos").count == 1, "and stored")
+        #expect(try a.blobFiles("photos").count == 1, "and stored")
 
         b.stop()
         let again = try await a.attachment("photos", "pic", "image.bin")
@@ -82,7 +76,7 @@ import Testing
         var local = try await a.call("GET", "/notes/z").json.objectValue ?? [:]
         local["edited"] = true
         #expect(try await a.call("PUT", "/notes/z", body: .object(local)).status == 201)
-        #expect(try blobFiles(a, "notes").isEmpty)
+        #expect(try a.blobFiles("notes").isEmpty)
 
         let plain = try await a.attachment("notes", "z", "t.txt")
         #expect(plain.status == 200 && plain.body == text)
@@ -90,7 +84,7 @@ import Testing
         #expect(compressed.body == encoded, "stored as the source stored it")
         #expect(try await a.call("GET", "/notes/z?rev=1-a").json["_attachments"]?["t.txt"]?["digest"]
                 == JSONValue("md5-" + Base64.encode(Digest.md5(encoded))))
-        #expect(try blobFiles(a, "notes").count == 1)
+        #expect(try a.blobFiles("notes").count == 1)
     }
 
     /// A peer pulling from the on-demand copy gets the bodies: the copy fetches them as the
@@ -105,11 +99,11 @@ import Testing
             "source": JSONValue(b.url + "/photos"), "target": "photos", "create_target": true, "attachments": "on_demand",
         ])
         #expect(try await eventually { try await a.call("GET", "/_replicator/pull").json["_replication_state"] == "completed" })
-        #expect(try blobFiles(a, "photos").isEmpty)
+        #expect(try a.blobFiles("photos").isEmpty)
         let pulled = try await c.replicate(["source": JSONValue(a.url + "/photos"), "target": "photos", "create_target": true])
         #expect(pulled.json["history"]?[0]?["docs_written"] == 1 && pulled.json["history"]?[0]?["doc_write_failures"] == 0)
         #expect(try await c.attachment("photos", "pic", "image.bin").body == bytes)
-        #expect(try blobFiles(a, "photos").count == 1)
+        #expect(try a.blobFiles("photos").count == 1)
     }
 
     /// Listings with `attachments=true` fetch the bodies they send, as a document's `GET`
@@ -130,7 +124,7 @@ import Testing
                 "attachments": "on_demand",
             ])
             #expect(try await eventually { try await a.call("GET", "/_replicator/\(job)").json["_replication_state"] == "completed" })
-            #expect(try blobFiles(a, target).isEmpty)
+            #expect(try a.blobFiles(target).isEmpty)
         }
         func inlineBodies(_ documents: [JSONValue]) -> [String: String] {
             var found: [String: String] = [:]
@@ -146,12 +140,12 @@ import Testing
         let listing = try await a.call("GET", "/listed/_all_docs?include_docs=true&attachments=true")
         #expect(listing.status == 200)
         #expect(inlineBodies((listing.json["rows"]?.arrayValue ?? []).compactMap { $0["doc"] }) == expected)
-        #expect(try blobFiles(a, "listed").count == 3, "fetched and stored")
+        #expect(try a.blobFiles("listed").count == 3, "fetched and stored")
 
         let changes = try await a.call("GET", "/changed/_changes?include_docs=true&attachments=true")
         #expect(changes.status == 200)
         #expect(inlineBodies((changes.json["results"]?.arrayValue ?? []).compactMap { $0["doc"] }) == expected)
-        #expect(try blobFiles(a, "changed").count == 3)
+        #expect(try a.blobFiles("changed").count == 3)
 
         // With the source gone, each row still goes out whole, its attachment a stub.
         b.stop()
@@ -159,6 +153,11 @@ import Testing
         let rows = unreached.json["rows"]?.arrayValue ?? []
         #expect(unreached.status == 200 && rows.count == 3)
         #expect(rows.allSatisfy { $0["doc"]?["_attachments"]?["image.bin"]?["stub"] == true })
+        try await a.call("PUT", "/unreached/_design/d", body: ["views": ["all": ["map": "function (doc) { emit(doc._id, null); }"]]])
+        let view = try await a.call("GET", "/unreached/_design/d/_view/all?include_docs=true&attachments=true")
+        let viewRows = view.json["rows"]?.arrayValue ?? []
+        #expect(view.status == 200 && viewRows.count == 3)
+        #expect(viewRows.allSatisfy { $0["doc"]?["_attachments"]?["image.bin"]?["stub"] == true })
     }
 
     @Test func anAttachmentsFieldOtherThanAllOrOnDemandIsRefused() async throws {

@@ -60,12 +60,12 @@ import Testing
         #expect(run.status == 0, "\(run.output) \(run.errors)")
         #expect(try JSONValue.parse(Array(run.output.utf8))["state"] == "completed", "\(run.output)")
         #expect(try await server.call("GET", "/_replicator/cli-notes-lazy").json["attachments"] == "on_demand")
-        // Only the metadata came: a read that does not fetch says the body is not here yet.
-        let unfetched = try await server.call("POST", "/lazy/_bulk_get?attachments=true", headers: [("Accept", "application/json")],
-                                              body: ["docs": [["id": "photo"]]])
-        #expect(unfetched.status == 502 && unfetched.json["error"] == "attachment_not_downloaded", "\(unfetched.json)")
+        // Only the metadata came: no body is stored until a read asks for it.
+        #expect(try server.blobFiles("lazy").isEmpty)
+        #expect(try await server.call("GET", "/lazy/photo").json["_attachments"]?["photo.txt"]?["stub"] == true)
         let body = try await offPool { try server.request("GET", "/lazy/photo/photo.txt") }
         #expect(body.status == 200 && String(decoding: body.body, as: UTF8.self) == "a large picture")
+        #expect(try server.blobFiles("lazy").count == 1)
 
         let directory = TestServer.makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }

@@ -36,7 +36,7 @@ struct ChangeRowWriter: Sendable {
             let record = row.tree.map {
                 DocumentRecord(id: row.id, sequence: row.sequence, tree: $0, winner: row.winner, isDeleted: row.isDeleted)
             }
-            try DocumentJSON.render(revision, borrowedBody: borrowed, record: record, options: options, into: &output)
+            try DocumentJSON.renderListed(revision, borrowedBody: borrowed, record: record, options: options, into: &output)
         }
         output.append(UInt8(ascii: "}"))
     }

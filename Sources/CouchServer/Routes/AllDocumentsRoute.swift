@@ -213,7 +213,7 @@ enum AllDocumentsRoute {
                     let record = row.tree.map {
                         DocumentRecord(id: row.id, sequence: row.sequence, tree: $0, winner: row.winner, isDeleted: false)
                     }
-                    try DocumentJSON.render(revision, borrowedBody: borrowed, record: record, options: render, into: &output)
+                    try DocumentJSON.renderListed(revision, borrowedBody: borrowed, record: record, options: render, into: &output)
                 }
             }
             output.append(UInt8(ascii: "}"))

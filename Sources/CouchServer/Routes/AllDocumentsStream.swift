@@ -37,19 +37,8 @@ final class AllDocumentsStream: PagedListingStream, @unchecked Sendable {
 
     private func append(_ row: AllDocumentsRow, body: UnsafeRawBufferPointer?) throws {
         output.bytes.append(contentsOf: written == 0 ? "\n".utf8 : ",\n".utf8)
-        let start = output.bytes.count
-        let rowOutput = AllDocumentsRoute.RowOutput(key: nil, row: row)
-        do {
-            try rowOutput.write(to: &output.bytes, includeDocs: includeDocs, render: render, body: includeDocs ? body : nil)
-        } catch {
-            // An attachment body that cannot be read (one an on-demand pull left on a source
-            // now out of reach): the row still goes out, with stubs, as `_changes` sends it.
-            guard render.attachments.mode != .stubs else { throw error }
-            output.bytes.removeSubrange(start...)
-            var stubs = render
-            stubs.attachments = AttachmentRenderOptions()
-            try rowOutput.write(to: &output.bytes, includeDocs: includeDocs, render: stubs, body: includeDocs ? body : nil)
-        }
+        try AllDocumentsRoute.RowOutput(key: nil, row: row)
+            .write(to: &output.bytes, includeDocs: includeDocs, render: render, body: includeDocs ? body : nil)
         written += 1
     }
 

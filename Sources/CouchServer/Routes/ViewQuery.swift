@@ -202,11 +202,11 @@ final class ViewQuery: @unchecked Sendable {
             let revision = StoredRevision(id: row.id, revision: row.winner, isDeleted: false, body: row.body ?? [],
                                           attachments: row.attachments)
             let record = row.tree.map { DocumentRecord(id: row.id, sequence: row.sequence, tree: $0, winner: row.winner, isDeleted: false) }
-            documents[entry.position] = try DocumentJSON.render(revision, record: record, options: render)
+            documents[entry.position] = try DocumentJSON.renderListed(revision, record: record, options: render)
         }
         for entry in wanted where entry.revision != nil {
             guard let snapshot = try? database.document(entry.id, revision: entry.revision) else { continue }
-            documents[entry.position] = try DocumentJSON.render(snapshot.revision, record: snapshot.record, options: render)
+            documents[entry.position] = try DocumentJSON.renderListed(snapshot.revision, record: snapshot.record, options: render)
         }
         return documents
     }

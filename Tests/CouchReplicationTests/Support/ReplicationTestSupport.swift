@@ -67,6 +67,12 @@ extension TestServer {
         return trees
     }
 
+    /// The attachment bodies stored for `database` (its staging directories left out).
+    func blobFiles(_ database: String) throws -> [String] {
+        let store = try server.databases.database(DatabaseName(database)).attachments
+        return ((try? FileManager.default.contentsOfDirectory(atPath: store.directory)) ?? []).filter { $0 != "staging" && $0 != "pending" }
+    }
+
     func documentCount(_ database: String) async throws -> Int {
         try await call("GET", "/\(database)").json["doc_count"]?.intValue ?? -1
     }
