@@ -320,8 +320,9 @@ final class ChangesFeed: ResponseStream, @unchecked Sendable {
         do {
             try rows.append(row, body: body, to: &output.bytes)
         } catch {
-            // An attachment body that cannot be read: the row still goes out, with stubs.
-            logger.error("cannot render attachments of \(row.id): \(error)")
+            // A row that cannot be written as asked (attachment bodies that cannot be had are
+            // already sent as stubs, see DocumentJSON.renderListed): it goes out with stubs.
+            logger.error("cannot render the change of \(row.id): \(error)")
             output.bytes.removeSubrange(start...)
             try? ChangeRowWriter(allLeaves: options.allLeaves, includeDocs: options.includeDocs,
                                  conflicts: options.conflicts, attachments: AttachmentRenderOptions(), reader: options.reader)
