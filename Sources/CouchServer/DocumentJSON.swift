@@ -1,5 +1,6 @@
 import CouchCore
 import CouchStore
+import Foundation
 
 /// Which metadata a document's JSON carries, from CouchDB's query options.
 struct DocumentRenderOptions: Sendable {
@@ -51,8 +52,17 @@ struct AttachmentRenderOptions: Sendable {
     init(_ context: RouteContext, database: Database) throws(CouchError) {
         store = database.attachments
         let onDemand = context.server.attachmentsOnDemand
+        // After one failed fetch, the answer asks the source nothing more: a listing of a
+        // thousand documents must not wait for a source out of reach a thousand times.
+        let failure = FirstFailure()
         fetchAbsentBody = { attachment, revision in
-            try onDemand.materialize(database, id: revision.id, revision: revision.revision, attachment: attachment)
+            if let error = failure.error { throw error }
+            do {
+                return try onDemand.materialize(database, id: revision.id, revision: revision.revision, attachment: attachment)
+            } catch {
+                failure.record(error)
+                throw error
+            }
         }
         encodingInfo = try context.boolOption("att_encoding_info")
         if try context.boolOption("attachments") { mode = .data }
@@ -92,6 +102,18 @@ struct AttachmentRenderOptions: Sendable {
         guard attachment.encoding == "gzip" else { return stored }
         guard let decoded = Gzip.decompress(stored) else { throw CouchError.internalError("corrupt gzip attachment") }
         return decoded
+    }
+}
+
+/// The first error of a series of attempts, shared by the threads making them.
+private final class FirstFailure: @unchecked Sendable {
+    private let lock = NSLock()
+    private var first: Error?
+
+    var error: Error? { lock.withLock { first } }
+
+    func record(_ error: Error) {
+        lock.withLock { if first == nil { first = error } }
     }
 }
 

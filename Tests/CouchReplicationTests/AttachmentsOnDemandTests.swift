@@ -160,6 +160,33 @@ import Testing
         #expect(viewRows.allSatisfy { $0["doc"]?["_attachments"]?["image.bin"]?["stub"] == true })
     }
 
+    /// After a fetch fails, the rest of the answer asks the source nothing: a listing must not
+    /// wait for an unreachable source once per document.
+    @Test func aListingAsksTheSourceNoMoreAfterAFetchFails() async throws {
+        let (a, b) = (try TestServer(), try TestServer())
+        defer { a.stop(); b.stop() }
+        try await b.call("PUT", "/photos")
+        for index in 0..<4 {
+            _ = try await b.putAttachment("photos", "pic\(index)", "image.bin", rev: nil,
+                                          AttachmentReplicationTests.bytes(count: 2_000, seed: UInt64(40 + index)))
+        }
+        try await a.call("PUT", "/_replicator/pull", body: [
+            "source": JSONValue(b.url + "/photos"), "target": "photos", "create_target": true, "attachments": "on_demand",
+        ])
+        #expect(try await eventually { try await a.call("GET", "/_replicator/pull").json["_replication_state"] == "completed" })
+        try await b.call("DELETE", "/photos")
+        func sourceGETs() async throws -> Int {
+            try await b.call("GET", "/_node/_local/_stats/couchdb/httpd_request_methods").json["GET"]?["value"]?.intValue ?? -1
+        }
+        let before = try await sourceGETs()
+        let listing = try await a.call("GET", "/photos/_all_docs?include_docs=true&attachments=true")
+        let asked = try await sourceGETs() - before - 1
+        let rows = listing.json["rows"]?.arrayValue ?? []
+        #expect(listing.status == 200 && rows.count == 4)
+        #expect(rows.allSatisfy { $0["doc"]?["_attachments"]?["image.bin"]?["stub"] == true })
+        #expect(asked <= 2, "\(asked) requests to the source: one document's attempts, not every document's")
+    }
+
     @Test func anAttachmentsFieldOtherThanAllOrOnDemandIsRefused() async throws {
         let a = try TestServer()
         defer { a.stop() }
