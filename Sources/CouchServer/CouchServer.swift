@@ -113,18 +113,6 @@ public final class CouchServer: RequestHandler {
         replicatorDatabase.start()
     }
 
-    /// `revision` with the bodies of `attachments` (by name) stored, fetching absent ones
-    /// from the replication that left them (or `attachment_not_downloaded`).
-    func materializingBodies(of revision: StoredRevision, named names: Set<String>, in database: Database) throws -> StoredRevision {
-        guard revision.attachments.contains(where: { $0.isBodyAbsent && names.contains($0.name) }) else { return revision }
-        let attachments = try revision.attachments.map { attachment in
-            guard attachment.isBodyAbsent, names.contains(attachment.name) else { return attachment }
-            return try attachmentsOnDemand.materialize(database, id: revision.id, revision: revision.revision, attachment: attachment)
-        }
-        return StoredRevision(id: revision.id, revision: revision.revision, isDeleted: revision.isDeleted,
-                              body: revision.body, attachments: attachments)
-    }
-
     /// Stops every replication (each writes a last checkpoint); `_replicator` documents
     /// keep their state, so their jobs resume when a server starts on this data again.
     /// Stops every replication and waits (up to `timeout` seconds) for each to write its

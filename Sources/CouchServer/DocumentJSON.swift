@@ -44,7 +44,8 @@ struct AttachmentRenderOptions: Sendable {
     var encodingInfo = false
     var store: AttachmentStore?
     /// Fetches a body that an on-demand pull left on its source (and stores it), so that
-    /// every rendering with `data` — a document, `_all_docs`, `_changes`, a view — has it.
+    /// every rendering that sends bodies — a document as JSON or multipart, `open_revs`,
+    /// `_bulk_get`, `_all_docs`, `_changes`, a view — has it.
     var fetchAbsentBody: (@Sendable (AttachmentInfo, StoredRevision) throws -> AttachmentInfo)?
 
     init(store: AttachmentStore? = nil) { self.store = store }
@@ -52,9 +53,10 @@ struct AttachmentRenderOptions: Sendable {
     init(_ context: RouteContext, database: Database) throws(CouchError) {
         store = database.attachments
         let onDemand = context.server.attachmentsOnDemand
-        // After one failed fetch, the answer asks the source nothing more: a listing of a
-        // thousand documents must not wait for a source out of reach a thousand times.
-        let failure = FirstFailure()
+        // After a failed fetch, the answer asks the source nothing for a while: a listing of
+        // a thousand documents must not wait for a source out of reach a thousand times, and a
+        // continuous feed tries again later.
+        let failure = RecentFailure(seconds: 30)
         fetchAbsentBody = { attachment, revision in
             if let error = failure.error { throw error }
             do {
@@ -90,30 +92,41 @@ struct AttachmentRenderOptions: Sendable {
         return threshold == 0 ? revision.attachments : revision.attachments.filter { $0.revpos > threshold }
     }
 
+    /// `attachment` of `revision` with its body stored: fetched first if an on-demand pull
+    /// left it on its source (`attachment_not_downloaded` when that fails or cannot be tried).
+    func withBody(_ attachment: AttachmentInfo, of revision: StoredRevision) throws -> AttachmentInfo {
+        guard attachment.isBodyAbsent else { return attachment }
+        guard let fetchAbsentBody else { throw attachment.absentBodyError(documentID: revision.id.rawValue) }
+        return try fetchAbsentBody(attachment, revision)
+    }
+
     /// The bytes of an attachment of `revision` as clients see them (decompressed when stored gzip).
     func identityData(_ attachment: AttachmentInfo, of revision: StoredRevision) throws -> [UInt8] {
         guard let store else { throw CouchError.internalError("no attachment store") }
-        var attachment = attachment
-        if attachment.isBodyAbsent {
-            guard let fetchAbsentBody else { throw attachment.absentBodyError(documentID: revision.id.rawValue) }
-            attachment = try fetchAbsentBody(attachment, revision)
-        }
-        let stored = try store.read(attachment.blobKey)
+        let stored = try store.read(try withBody(attachment, of: revision).blobKey)
         guard attachment.encoding == "gzip" else { return stored }
         guard let decoded = Gzip.decompress(stored) else { throw CouchError.internalError("corrupt gzip attachment") }
         return decoded
     }
 }
 
-/// The first error of a series of attempts, shared by the threads making them.
-private final class FirstFailure: @unchecked Sendable {
+/// The last error of a series of attempts while it is recent, shared by the threads making them.
+private final class RecentFailure: @unchecked Sendable {
     private let lock = NSLock()
-    private var first: Error?
+    private let lifetime: UInt64
+    private var last: (error: Error, at: UInt64)?
 
-    var error: Error? { lock.withLock { first } }
+    init(seconds: Double) { lifetime = UInt64(seconds * 1e9) }
+
+    var error: Error? {
+        lock.withLock {
+            guard let last, DispatchTime.now().uptimeNanoseconds &- last.at < lifetime else { return nil }
+            return last.error
+        }
+    }
 
     func record(_ error: Error) {
-        lock.withLock { if first == nil { first = error } }
+        lock.withLock { last = (error, DispatchTime.now().uptimeNanoseconds) }
     }
 }
 

@@ -83,16 +83,21 @@ enum MultipartDocument {
     /// Nil when no attachment data is to be sent (the plain JSON suffices).
     static func related(_ revision: StoredRevision, record: DocumentRecord?,
                         options: DocumentRenderOptions) throws -> MultipartWriter? {
-        let sending = options.attachments.sending(revision, record: record)
-        guard !sending.isEmpty, let store = options.attachments.store else { return nil }
+        let names = Set(options.attachments.sending(revision, record: record).map(\.name))
+        guard !names.isEmpty, let store = options.attachments.store else { return nil }
+        // Bodies an on-demand pull left on its source are fetched first (a peer pulling from
+        // here reads them this way).
+        let attachments = try revision.attachments.map {
+            names.contains($0.name) ? try options.attachments.withBody($0, of: revision) : $0
+        }
+        let revision = StoredRevision(id: revision.id, revision: revision.revision, isDeleted: revision.isDeleted,
+                                      body: revision.body, attachments: attachments)
+        let sending = attachments.filter { names.contains($0.name) }
         var followOptions = options
         followOptions.attachments.mode = .follows
         var writer = MultipartWriter()
         writer.addPart(headers: [("Content-Type", "application/json")],
                        body: try DocumentJSON.render(revision, record: record, options: followOptions))
-        if let absent = sending.first(where: \.isBodyAbsent) {
-            throw absent.absentBodyError(documentID: revision.id.rawValue)
-        }
         for attachment in sending {
             var headers = [("Content-Disposition", "attachment; filename=\"\(escapedFilename(attachment.name))\""),
                            ("Content-Type", attachment.contentType),

@@ -19,13 +19,6 @@ enum DocumentRoutes {
                 snapshot = try database.document(id, revision: leaf.revision)
             }
         }
-        // Bodies sent with the document that an on-demand pull left on its source are fetched first.
-        let sending = Set(options.attachments.sending(snapshot.revision, record: snapshot.record).map(\.name))
-        if !sending.isEmpty {
-            snapshot = DocumentSnapshot(record: snapshot.record,
-                                        revision: try context.server.materializingBodies(of: snapshot.revision, named: sending,
-                                                                                         in: database))
-        }
         // The revision names the body only when no option adds what else the tree or the
         // attachments hold (`_conflicts`, `_revs_info`, ...): then no ETag, so no cache serves
         // an answer made stale by a new conflict. CouchDB sends none when it adds metadata.

@@ -23,12 +23,7 @@ enum OpenRevisionsResponse {
             if requested == nil { throw CouchError.notFound("missing") }
             return try render(context, results: requested!.map { .missing($0) }, options: options)
         }
-        // Bodies an on-demand pull left on its source are fetched first (a peer pulling from here needs them).
-        let results: [Result] = try zip(revisions, stored).map { revision, body in
-            guard let body else { return .missing(revision) }
-            let sending = Set(options.attachments.sending(body, record: record).map(\.name))
-            return .found(sending.isEmpty ? body : try context.server.materializingBodies(of: body, named: sending, in: database))
-        }
+        let results: [Result] = zip(revisions, stored).map { revision, body in body.map { .found($0) } ?? .missing(revision) }
         return try render(context, results: results, record: record, options: options)
     }
 
