@@ -33,6 +33,15 @@ extension JSONValue {
         return try result.get()
     }
 
+    public static func parse(_ bytes: ArraySlice<UInt8>, maximumDepth: Int = 512) throws(JSONParseError) -> JSONValue {
+        let result: Result<JSONValue, JSONParseError> = bytes.withUnsafeBufferPointer { buffer in
+            Result { () throws(JSONParseError) -> JSONValue in
+                try _JSONParser.parse(buffer, maximumDepth: maximumDepth)
+            }
+        }
+        return try result.get()
+    }
+
     public static func parse(_ text: String, maximumDepth: Int = 512) throws(JSONParseError) -> JSONValue {
         var text = text
         let result: Result<JSONValue, JSONParseError> = text.withUTF8 { buffer in
@@ -92,6 +101,8 @@ struct _JSONParser {
     var memberStack: UnsafeMutablePointer<JSONObject.Member>? = nil
     var memberCount = 0
     var memberCapacity = 0
+    /// Set by `skipString` when a skipped string has a `\u` escape of a UTF-16 surrogate.
+    var skippedSurrogate = false
 
     init(start: UnsafePointer<UInt8>, count: Int, maximumDepth: Int) {
         self.bytes = start
@@ -351,35 +362,7 @@ struct _JSONParser {
 
     mutating func parseNumber() throws(JSONParseError) -> JSONNumber {
         let start = pos
-        if bytes[pos] == _minus {
-            pos += 1
-            guard pos < end else { throw fail("invalid number", at: pos) }
-        }
-        let first = bytes[pos]
-        if first == _zero {
-            pos += 1
-            if pos < end && bytes[pos] >= _zero && bytes[pos] <= _nine {
-                throw fail("leading zeros are not allowed", at: start)
-            }
-        } else if first >= 0x31 && first <= _nine {
-            pos += 1
-            while pos < end && bytes[pos] >= _zero && bytes[pos] <= _nine { pos += 1 }
-        } else {
-            throw fail("invalid number", at: pos)
-        }
-        if pos < end && bytes[pos] == _dot {
-            pos += 1
-            let digitsStart = pos
-            while pos < end && bytes[pos] >= _zero && bytes[pos] <= _nine { pos += 1 }
-            if pos == digitsStart { throw fail("invalid number", at: pos) }
-        }
-        if pos < end && (bytes[pos] == UInt8(ascii: "e") || bytes[pos] == UInt8(ascii: "E")) {
-            pos += 1
-            if pos < end && (bytes[pos] == _plus || bytes[pos] == _minus) { pos += 1 }
-            let digitsStart = pos
-            while pos < end && bytes[pos] >= _zero && bytes[pos] <= _nine { pos += 1 }
-            if pos == digitsStart { throw fail("invalid number", at: pos) }
-        }
+        try skipNumber()
         let text = String(decoding: UnsafeBufferPointer(start: bytes + start, count: pos - start), as: UTF8.self)
         return JSONNumber(text: text)
     }

@@ -173,7 +173,13 @@ public struct RevisionRequest: Sendable {
 public struct ReplicatedRevision: Sendable {
     public let id: DocumentID
     public let revision: RevisionID
-    public var document: JSONObject
+    /// The document's JSON as the source sent it, checked valid, while `document` is not
+    /// replaced: a remote target gets these bytes as they are, and nothing is parsed unless
+    /// asked for (`document`).
+    public private(set) var sourceJSON: ArraySlice<UInt8>?
+    private var parsed: JSONObject?
+    /// Whether it must travel with its attachments (see `DatabaseEndpoint`).
+    public private(set) var hasAttachments: Bool
     /// About how many bytes of JSON the source sent or stored for it (0: not known), from
     /// which the replicator sizes its batches.
     public var encodedSize = 0
@@ -181,7 +187,8 @@ public struct ReplicatedRevision: Sendable {
     public init(id: DocumentID, revision: RevisionID, document: JSONObject) {
         self.id = id
         self.revision = revision
-        self.document = document
+        self.parsed = document
+        self.hasAttachments = Self.hasAttachments(document)
     }
 
     /// Reads `_id` and `_rev` of a document object; nil if they are missing or malformed.
@@ -191,8 +198,47 @@ public struct ReplicatedRevision: Sendable {
         self.init(id: DocumentID(id), revision: revision, document: document)
     }
 
-    /// Whether it must travel with its attachments (see `DatabaseEndpoint`).
-    public var hasAttachments: Bool {
+    /// A document kept as the JSON it came in (see `sourceJSON`), which must be a valid object
+    /// whose `_id`, `_rev` and `_attachments` are those given.
+    public init(id: DocumentID, revision: RevisionID, json: ArraySlice<UInt8>, hasAttachments: Bool) {
+        self.id = id
+        self.revision = revision
+        self.sourceJSON = json
+        self.hasAttachments = hasAttachments
+        self.encodedSize = json.count
+    }
+
+    /// The document's members (parsed from `sourceJSON` at each read when it came as JSON).
+    public var document: JSONObject {
+        get {
+            if let parsed { return parsed }
+            guard let json = sourceJSON, let object = try? JSONValue.parse(json).objectValue else { return [:] }
+            return object
+        }
+        set {
+            parsed = newValue
+            sourceJSON = nil
+            hasAttachments = Self.hasAttachments(newValue)
+        }
+    }
+
+    /// Appends the document's JSON: the bytes it came in when it has them.
+    public func writeJSON(to output: inout [UInt8]) {
+        if let sourceJSON {
+            output.append(contentsOf: sourceJSON)
+        } else {
+            JSONValue.object(document).write(to: &output)
+        }
+    }
+
+    /// The document's JSON (see `writeJSON`).
+    public var json: [UInt8] {
+        var output: [UInt8] = []
+        writeJSON(to: &output)
+        return output
+    }
+
+    private static func hasAttachments(_ document: JSONObject) -> Bool {
         guard let attachments = document["_attachments"]?.objectValue else { return false }
         return !attachments.isEmpty
     }

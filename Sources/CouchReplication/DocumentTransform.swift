@@ -59,9 +59,10 @@ public struct DocumentTransform: Sendable {
 
     /// The revisions to write, transformed, and the failures of those whose transformation threw.
     func apply(_ revisions: [ReplicatedRevision], direction: Direction) -> (revisions: [ReplicatedRevision], failures: [WriteFailure]) {
-        let inputs = revisions.map { revision -> Input in
+        let documents = revisions.map(\.document)  // parsed once: a fetched revision may hold only its JSON
+        let inputs = zip(revisions, documents).map { revision, document -> Input in
             var body = JSONObject()
-            for (key, value) in revision.document where !key.hasPrefix("_") { body[key] = value }
+            for (key, value) in document where !key.hasPrefix("_") { body[key] = value }
             return (revision.id, body)
         }
         let results = transformBatch(inputs, direction)
@@ -72,7 +73,7 @@ public struct DocumentTransform: Sendable {
             switch result {
             case .success(let body):
                 var document = JSONObject()
-                for (key, value) in revision.document where key.hasPrefix("_") { document[key] = value }
+                for (key, value) in documents[index] where key.hasPrefix("_") { document[key] = value }
                 for (key, value) in body where !key.hasPrefix("_") { document[key] = value }
                 transformed.append(ReplicatedRevision(id: revision.id, revision: revision.revision, document: document))
             case .failure(let error):

@@ -162,6 +162,9 @@ public final class LocalEndpoint: DatabaseEndpoint, @unchecked Sendable {
         }
         return found.map { revision, stored in
             guard let stored else { return .missing(id, revision) }
+            if stored.attachments.isEmpty, let json = replicatedJSON(stored, tree: tree) {
+                return .found(ReplicatedRevision(id: id, revision: revision, json: json[...], hasAttachments: false))
+            }
             var document = replicated(stored, tree: tree)
             if !stored.attachments.isEmpty {
                 var stubs = JSONObject()
@@ -201,6 +204,31 @@ public final class LocalEndpoint: DatabaseEndpoint, @unchecked Sendable {
         if stored.isDeleted { document["_deleted"] = true }
         document["_revisions"] = RevisionHistory(tree.history(of: stored.revision)).json
         return document
+    }
+
+    /// What `replicated` makes, written around the stored body's bytes without parsing them;
+    /// nil if the body is not a compact JSON object (then it is parsed).
+    static func replicatedJSON(_ stored: StoredRevision, tree: RevisionTree) -> [UInt8]? {
+        let body = stored.body
+        guard body.count >= 2, body.first == UInt8(ascii: "{"), body.last == UInt8(ascii: "}"),
+              body.count == 2 || body[1] == UInt8(ascii: "\""),
+              (try? JSONCursor.read(body[...]) { cursor throws(JSONParseError) in _ = try cursor.skipValue() }) != nil
+        else { return nil }
+        var json: [UInt8] = []
+        json.reserveCapacity(body.count + 200)
+        json.append(contentsOf: #"{"_id":"#.utf8)
+        JSONWriter.appendString(stored.id.rawValue, to: &json)
+        json.append(contentsOf: #","_rev":"#.utf8)
+        JSONWriter.appendString(stored.revision.description, to: &json)
+        if body.count > 2 {
+            json.append(UInt8(ascii: ","))
+            json.append(contentsOf: body[1..<(body.count - 1)])
+        }
+        if stored.isDeleted { json.append(contentsOf: #","_deleted":true"#.utf8) }
+        json.append(contentsOf: #","_revisions":"#.utf8)
+        RevisionHistory(tree.history(of: stored.revision)).json.write(to: &json)
+        json.append(UInt8(ascii: "}"))
+        return json
     }
 
     /// `{"content_type", "revpos", "digest", "length", "stub": true}`

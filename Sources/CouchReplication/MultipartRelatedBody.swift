@@ -13,7 +13,7 @@ enum MultipartRelatedBody {
         let boundary = Digest.randomHex(bytes: 16)
         var body = UploadBody()
         body.append("--\(boundary)\r\nContent-Type: application/json\r\n\r\n")
-        body.append(JSONValue.object(attached.revision.document).serialized())
+        body.append(attached.revision.json)
         for attachment in attached.bodies {
             var head = "\r\n--\(boundary)\r\nContent-Disposition: attachment; filename=\"\(dispositionName(attachment.name))\""
                 + "\r\nContent-Type: \(attachment.contentType)\r\nContent-Length: \(attachment.length)"

@@ -153,7 +153,7 @@ extension RemoteEndpoint {
         let response: HTTPClient.Response
         if attached.bodies.isEmpty {
             response = try await send("PUT", path, query: [("new_edits", "false")],
-                                      body: JSONValue.object(revision.document).serialized())
+                                      body: revision.json)
         } else {
             let (contentType, body) = MultipartRelatedBody.make(attached)
             response = try await send("PUT", path, query: [("new_edits", "false")], upload: body, contentType: contentType)

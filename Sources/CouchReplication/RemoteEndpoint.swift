@@ -315,12 +315,12 @@ public final class RemoteEndpoint: DatabaseEndpoint, @unchecked Sendable {
         let response = try await send("POST", "_bulk_get", query: [("latest", "true"), ("revs", "true"), ("attachments", "false"),
                                                                   ("att_encoding_info", "true")],
                                       body: body.serialized())
-        let parsed = response.status == 200 ? Self.json(response)?["results"]?.arrayValue : nil
-        if response.status == 200, parsed == nil {
+        let answer = response.status == 200 ? BulkGetAnswer.results(response.body) : nil
+        if response.status == 200, answer == nil {
             // An answer that cannot be read: each document is fetched on its own instead.
             return requests.map { .failed($0.id, $0.revision, "unreadable _bulk_get answer") }
         }
-        guard response.status == 200, let results = parsed else {
+        guard response.status == 200, let answer else {
             if ((400..<500).contains(response.status) || response.status == 501) && response.status != 401 && response.status != 403 {
                 lock.withLock { bulkGetUnsupported = true }
                 logger.info("\(displayName) answered _bulk_get with \(response.status); fetching with open_revs instead")
@@ -328,26 +328,7 @@ public final class RemoteEndpoint: DatabaseEndpoint, @unchecked Sendable {
             }
             throw unexpected(response, "POST _bulk_get")
         }
-        var fetched: [FetchResult] = []
-        let entries = results.reduce(0) { $0 + ($1["docs"]?.arrayValue?.count ?? 0) }
-        let sizeEach = response.body.count / max(1, entries)
-        for result in results {
-            let id = DocumentID(result["id"]?.stringValue ?? "")
-            for entry in result["docs"]?.arrayValue ?? [] {
-                if let document = entry["ok"]?.objectValue, var revision = ReplicatedRevision(document: document) {
-                    revision.encodedSize = sizeEach
-                    fetched.append(.found(revision))
-                } else if let error = entry["error"] {
-                    let revision = error["rev"]?.stringValue.flatMap(RevisionID.init)
-                    if error["error"]?.stringValue == "not_found", let revision {
-                        fetched.append(.missing(id, revision))
-                    } else {
-                        fetched.append(.failed(id, revision, error["error"]?.stringValue ?? "error"))
-                    }
-                }
-            }
-        }
-        return fetched
+        return answer
     }
 
     public func openRevisions(_ id: DocumentID, _ revisions: [RevisionID]) async throws(ReplicationError) -> [FetchResult] {
@@ -387,7 +368,7 @@ public final class RemoteEndpoint: DatabaseEndpoint, @unchecked Sendable {
         var body: [UInt8] = Array(#"{"new_edits":false,"docs":["#.utf8)
         for (index, revision) in revisions.enumerated() {
             if index > 0 { body.append(UInt8(ascii: ",")) }
-            JSONValue.object(revision.document).write(to: &body)
+            revision.writeJSON(to: &body)
         }
         body.append(contentsOf: "]}".utf8)
         let response = try await send("POST", "_bulk_docs", body: body)

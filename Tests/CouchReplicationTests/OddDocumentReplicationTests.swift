@@ -57,4 +57,49 @@ import Testing
             #expect(try await server.call("GET", "/\(database)").json["doc_count"] == 5)
         }
     }
+
+    /// Documents are passed on as the bytes the source sent or stored (neither parsed nor written
+    /// again): whatever their escapes, numbers, key order and history, each copy reads back
+    /// byte for byte as the source's, through a push, a replication between two remote
+    /// databases and a pull.
+    @Test func documentsTravelUnchangedWhateverTheirJSON() async throws {
+        let (a, b) = (try TestServer(), try TestServer())
+        defer { a.stop(); b.stop() }
+        try await a.call("PUT", "/source")
+        let bodies = [
+            "quotes": #"{"z":"say \"hi\" \\ / \b\f\n\r\t \u0001","a":1}"#,
+            "unicode%C3%A9": #"{"text":"é 漢字 😀 \u00e9 \ud83d\ude00","é":["ü",{"ß":null}]}"#,
+            "numbers": #"{"n":[0,-0,1.50,-2.5e-3,1E+9,12345678901234567890,0.1]}"#,
+            "empty": "{}",
+            "nested": #"{"a":{"b":{"c":[[[],{}],[{"d":[true,false,null]}]]}}}"#,
+            "id%22with%22quotes": #"{"v":"\"\\"}"#,
+        ]
+        for (id, body) in bodies {
+            #expect(try await offPool { try a.request("PUT", "/source/\(id)", body: body) }.status == 201, "\(id)")
+        }
+        // History and deletions travel too.
+        var rev = try a.put("source", "edited", #"{"v":1}"#)
+        for value in 2...4 { rev = try a.put("source", "edited", #"{"v":\#(value),"_rev":"\#(rev)"}"#) }
+        let deleted = try a.json("DELETE", "/source/edited?rev=\(rev)")
+        #expect(deleted.status == 200)
+        let last = deleted.json["rev"]?.stringValue ?? ""
+
+        let push = try await a.replicate(["source": "source", "target": JSONValue("\(b.url)/pushed"), "create_target": true])
+        #expect(push.json["history"]?[0]?["docs_written"] == 7, "\(push.json)")
+        let between = try await a.replicate(["source": JSONValue("\(b.url)/pushed"), "target": JSONValue("\(b.url)/copied"),
+                                             "create_target": true])
+        #expect(between.json["history"]?[0]?["docs_written"] == 7, "\(between.json)")
+        let pull = try await a.replicate(["source": JSONValue("\(b.url)/copied"), "target": "pulled", "create_target": true])
+        #expect(pull.json["history"]?[0]?["docs_written"] == 7, "\(pull.json)")
+
+        for id in Array(bodies.keys) + ["edited"] {
+            let path = "/source/\(id)?revs=true&deleted=true" + (id == "edited" ? "&rev=\(last)" : "")
+            let original = try await offPool { try a.request("GET", path) }
+            #expect(original.status == 200)
+            for (server, database) in [(b, "pushed"), (b, "copied"), (a, "pulled")] {
+                let copy = try await offPool { try server.request("GET", path.replacingOccurrences(of: "/source/", with: "/\(database)/")) }
+                #expect(copy.text == original.text, "\(database)/\(id)")
+            }
+        }
+    }
 }
