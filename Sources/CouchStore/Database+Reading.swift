@@ -55,22 +55,37 @@ extension Database {
     /// a replicator usually asks for) costs one statement, as a plain GET does.
     public func revisions(_ id: DocumentID, choosing choose: (RevisionTree) -> [RevisionID]) throws
         -> (record: DocumentRecord, revisions: [RevisionID], bodies: [StoredRevision?])? {
+        try readers.withConnection { try Self.revisions(id, choosing: choose, connection: $0, inTransaction: false) }
+    }
+
+    /// `revisions` on a connection; `inTransaction` when it already reads one snapshot.
+    static func revisions(_ id: DocumentID, choosing choose: (RevisionTree) -> [RevisionID], connection: SQLiteConnection,
+                          inTransaction: Bool) throws -> (record: DocumentRecord, revisions: [RevisionID], bodies: [StoredRevision?])? {
+        guard let current = try currentSnapshot(id, connection: connection) else { return nil }
+        let picked = choose(current.record.tree)
+        if picked.allSatisfy({ $0 == current.record.winner }) {
+            return (current.record, picked, picked.map { _ in current.revision })
+        }
+        if !inTransaction { try connection.run("BEGIN") }
+        defer { if !inTransaction { try? connection.run("COMMIT") } }
+        // Read again in the transaction: a write may have come between the two.
+        guard let record = try Self.record(id, connection: connection) else { return nil }
+        let revisions = choose(record.tree)
+        let bodies = try revisions.map { revision -> StoredRevision? in
+            guard let node = record.tree.node(revision), node.hasBody || revision == record.winner else { return nil }
+            return try Self.revisionBody(record, revision, connection: connection)
+        }
+        return (record, revisions, bodies)
+    }
+
+    /// Runs `body` with reads of one snapshot of the database (one connection, one read
+    /// transaction): documents read one after another (`_bulk_get`) take the database's read
+    /// locks once, not once each. The reader must not outlive `body`.
+    public func inOneSnapshot<T>(_ body: (SnapshotReader) throws -> T) throws -> T {
         try readers.withConnection { connection in
-            guard let current = try Self.currentSnapshot(id, connection: connection) else { return nil }
-            let picked = choose(current.record.tree)
-            if picked.allSatisfy({ $0 == current.record.winner }) {
-                return (current.record, picked, picked.map { _ in current.revision })
-            }
             try connection.run("BEGIN")
             defer { try? connection.run("COMMIT") }
-            // Read again in the transaction: a write may have come between the two.
-            guard let record = try Self.record(id, connection: connection) else { return nil }
-            let revisions = choose(record.tree)
-            let bodies = try revisions.map { revision -> StoredRevision? in
-                guard let node = record.tree.node(revision), node.hasBody || revision == record.winner else { return nil }
-                return try Self.revisionBody(record, revision, connection: connection)
-            }
-            return (record, revisions, bodies)
+            return try body(SnapshotReader(connection: connection))
         }
     }
 

@@ -2,7 +2,8 @@ import CouchCore
 import CouchStore
 
 /// `POST /db/_bulk_get`: many revisions of many documents in one request, with their
-/// histories (`revs=true`), as JSON or `multipart/mixed`. Answered off the listener
+/// histories (`revs=true`), as JSON or `multipart/mixed`, read from one snapshot of the
+/// database. Answered off the listener
 /// (`OffThreadAnswer`), in time linear in the documents asked for, and stopped when its
 /// client hangs up (`RequestCancellation`, checked every `checkEvery` documents).
 enum BulkGetRoute {
@@ -40,16 +41,17 @@ enum BulkGetRoute {
         options.attachments = try AttachmentRenderOptions(context, database: database)
         if body["attachments"]?.boolValue == true { options.attachments.mode = .data }
         let latest = try context.boolOption("latest") || body["latest"]?.boolValue == true
-        let lookUp = { (item: Item) in try Self.lookUp(item, database: database, latest: latest) }
-        if context.request.acceptsMultipart("mixed") {
-            // Every attachment's body, as CouchDB's `send_docs_multipart_bulk_get` sends them.
-            options.attachments.sendsAll()
-            return try multipart(items, lookUp: lookUp, options: options)
+        let multipart = context.request.acceptsMultipart("mixed")
+        // Every attachment's body, as CouchDB's `send_docs_multipart_bulk_get` sends them.
+        if multipart { options.attachments.sendsAll() }
+        return try database.inOneSnapshot { reader in
+            let lookUp = { (item: Item) in try Self.lookUp(item, database: database, reader: reader, latest: latest) }
+            return multipart ? try Self.multipart(items, lookUp: lookUp, options: options)
+                             : try json(items, lookUp: lookUp, options: options)
         }
-        return try json(items, lookUp: lookUp, options: options)
     }
 
-    private static func lookUp(_ item: Item, database: Database, latest: Bool) throws -> [Outcome] {
+    private static func lookUp(_ item: Item, database: Database, reader: SnapshotReader, latest: Bool) throws -> [Outcome] {
         do {
             try database.validatePartitioned(item.id)
         } catch {
@@ -57,13 +59,13 @@ enum BulkGetRoute {
         }
         guard let revision = item.revision else {
             do {
-                let snapshot = try database.document(item.id)
+                let snapshot = try reader.document(item.id)
                 return [.found(snapshot.revision, snapshot.record)]
             } catch let error as CouchError {
                 return [.failed(id: item.id, revision: nil, error: error)]
             }
         }
-        guard let (record, revisions, stored) = try database.revisions(item.id, choosing: {
+        guard let (record, revisions, stored) = try reader.revisions(item.id, choosing: {
             OpenRevisionsResponse.resolve([revision], tree: $0, latest: latest)
         }) else {
             return [.failed(id: item.id, revision: revision, error: .notFound("missing"))]
