@@ -110,26 +110,6 @@ struct AttachmentRenderOptions: Sendable {
     }
 }
 
-/// The last error of a series of attempts while it is recent, shared by the threads making them.
-private final class RecentFailure: @unchecked Sendable {
-    private let lock = NSLock()
-    private let lifetime: UInt64
-    private var last: (error: Error, at: UInt64)?
-
-    init(seconds: Double) { lifetime = UInt64(seconds * 1e9) }
-
-    var error: Error? {
-        lock.withLock {
-            guard let last, DispatchTime.now().uptimeNanoseconds &- last.at < lifetime else { return nil }
-            return last.error
-        }
-    }
-
-    func record(_ error: Error) {
-        lock.withLock { last = (error, DispatchTime.now().uptimeNanoseconds) }
-    }
-}
-
 /// Writes documents as CouchDB does: `_id`, `_rev`, the stored body's members as the
 /// client sent them, then `_deleted`, `_revisions` and the other metadata — spliced
 /// into the stored bytes without parsing them.
