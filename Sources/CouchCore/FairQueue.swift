@@ -11,7 +11,8 @@ public final class FairQueue: Sendable {
 
     private struct Owner {
         var running = 0
-        var waiting: [@Sendable () -> Void] = []
+        /// Taken items are set to nil (see `ThreadPool`) and dropped once they are half the queue.
+        var waiting: [(@Sendable () -> Void)?] = []
         var head = 0
     }
 
@@ -46,9 +47,13 @@ public final class FairQueue: Sendable {
                     return nil
                 }
                 let item = entry.waiting[entry.head]
+                entry.waiting[entry.head] = nil
                 entry.head += 1
                 if entry.head == entry.waiting.count {
                     entry.waiting.removeAll()
+                    entry.head = 0
+                } else if entry.head > 256 && entry.head * 2 > entry.waiting.count {
+                    entry.waiting.removeFirst(entry.head)
                     entry.head = 0
                 }
                 owners[owner] = entry

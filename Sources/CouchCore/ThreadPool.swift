@@ -17,7 +17,9 @@ import Darwin
 public final class ThreadPool: @unchecked Sendable {
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
-    private var work: [@Sendable () -> Void] = []
+    /// Items taken are set to nil: one done must not keep what it captured (an answer's body,
+    /// a replication's batch) alive until the queue is compacted.
+    private var work: [(@Sendable () -> Void)?] = []
     private var head = 0
     private let name: String
     private var limit: Int
@@ -104,9 +106,13 @@ public final class ThreadPool: @unchecked Sendable {
 
     /// The next item; the mutex is held.
     private func next() -> @Sendable () -> Void {
-        let item = work[head]
+        let item = work[head]!
+        work[head] = nil
         head += 1
-        if head > 256 && head * 2 > work.count {
+        if head == work.count {
+            work.removeAll(keepingCapacity: true)
+            head = 0
+        } else if head > 256 && head * 2 > work.count {
             work.removeFirst(head)
             head = 0
         }

@@ -58,6 +58,65 @@ import Testing
     }
 }
 
+/// Work done keeps nothing it captured alive: an off-thread answer's closure holds its body
+/// (a `_bulk_get` of 1,000 documents, 1 MB), and the pool kept up to 256 of them after they ran.
+@Suite struct QueuedWorkReleaseTests {
+    @Test func anItemThePoolRanKeepsNothingItCaptured() {
+        let pool = ThreadPool(name: "test-release", threads: 1)
+        let released = Flag()
+        let done = DispatchSemaphore(value: 0)
+        do {
+            let payload = Tracked(released)
+            pool.submit {
+                _ = payload
+                done.signal()
+            }
+        }
+        #expect(done.wait(timeout: .now() + 30) == .success)
+        // The one thread took this item only after the first was over.
+        let after = DispatchSemaphore(value: 0)
+        pool.submit { after.signal() }
+        #expect(after.wait(timeout: .now() + 30) == .success)
+        #expect(released.isSet, "the pool still holds an item it ran")
+    }
+
+    @Test func anItemAFairQueueRanKeepsNothingItCapturedWhileOthersWait() {
+        let queue = FairQueue(pool: ThreadPool(name: "test-fair", threads: 2), share: 1)
+        let released = Flag()
+        let start = DispatchSemaphore(value: 0)
+        let checked = DispatchSemaphore(value: 0)
+        let seen = Flag()
+        queue.submit(owner: "db") { start.wait() }
+        do {
+            let payload = Tracked(released)
+            queue.submit(owner: "db") { _ = payload }
+        }
+        queue.submit(owner: "db") {
+            // The item before ran; another still waits behind this one.
+            if released.isSet { seen.set() }
+            checked.signal()
+        }
+        queue.submit(owner: "db") {}
+        start.signal()
+        #expect(checked.wait(timeout: .now() + 30) == .success)
+        #expect(seen.isSet, "the queue still held an item it ran while others waited")
+    }
+}
+
+private final class Flag: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value = false
+    func set() { lock.withLock { value = true } }
+    var isSet: Bool { lock.withLock { value } }
+}
+
+/// Sets its flag when it goes away.
+private final class Tracked: @unchecked Sendable {
+    private let flag: Flag
+    init(_ flag: Flag) { self.flag = flag }
+    deinit { flag.set() }
+}
+
 /// How many items ran at once, at most.
 private final class Concurrency: @unchecked Sendable {
     private let lock = NSLock()
