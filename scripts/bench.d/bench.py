@@ -48,7 +48,7 @@ WORKLOADS = ["bulk_docs", "get_c10", "get_c100", "put_c1", "put_c10", "changes",
              "replication", "idle_rss_after_load", "filter_changes", "validate_bulk_docs", "view_build", "view_query",
              "view_query_docs", "view_reduce", "mango_find", "partition_query", "feeds_at_scale", "startup", "idle_rss"]
 # The million-document run (--million) loads the database and measures what grows with it.
-MILLION_WORKLOADS = {"bulk_docs", "view_build", "view_reduce", "mango_find"}
+MILLION_WORKLOADS = {"bulk_docs", "replication", "idle_rss_after_load", "view_build", "view_reduce", "mango_find"}
 
 
 class Settings:
@@ -899,7 +899,7 @@ def main():
     parser.add_argument("--refs", required=True, help="directory with mhd_fixed and sqlite_ref")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--million", action="store_true",
-                        help="1,000,000 documents: bulk load, view build, reduce queries and _find (issue 31)")
+                        help="1,000,000 documents: bulk load, replication, memory after it, view build, reduce queries and _find (issue 31)")
     parser.add_argument("--json", action="store_true", help="JSON lines on stdout, the table on stderr")
     parser.add_argument("--output", help="also write the JSON lines to this file")
     parser.add_argument("--threads", type=int, default=16)
