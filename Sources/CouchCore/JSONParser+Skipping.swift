@@ -60,14 +60,7 @@ extension _JSONParser {
         let openQuote = pos
         pos += 1
         while true {
-            while pos + 8 <= end {
-                let x = UnsafeRawPointer(bytes + pos).loadUnaligned(as: UInt64.self)
-                let special = _swarLessOrHigh(x, 0x20)
-                    | _swarHasZero(x ^ (_ones &* UInt64(_quote)))
-                    | _swarHasZero(x ^ (_ones &* UInt64(_backslash)))
-                if special != 0 { break }
-                pos += 8
-            }
+            skipPlainBytes()
             guard pos < end else { throw fail("unterminated string", at: openQuote) }
             let b = bytes[pos]
             if b == _quote {
@@ -75,12 +68,8 @@ extension _JSONParser {
                 return
             } else if b == _backslash {
                 try skipEscape()
-            } else if b < 0x20 {
-                throw fail("unescaped control character in string", at: pos)
-            } else if b < 0x80 {
-                pos += 1
             } else {
-                try validateUTF8Sequence()
+                try passStringByte(b)
             }
         }
     }

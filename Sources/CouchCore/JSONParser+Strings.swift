@@ -8,15 +8,7 @@ extension _JSONParser {
         let start = pos
         // Fast scan: no escapes, no control characters.
         while true {
-            // 8 bytes at a time while all are plain ASCII that needs no attention.
-            while pos + 8 <= end {
-                let x = UnsafeRawPointer(bytes + pos).loadUnaligned(as: UInt64.self)
-                let special = _swarLessOrHigh(x, 0x20)
-                    | _swarHasZero(x ^ (_ones &* UInt64(_quote)))
-                    | _swarHasZero(x ^ (_ones &* UInt64(_backslash)))
-                if special != 0 { break }
-                pos += 8
-            }
+            skipPlainBytes()
             guard pos < end else { throw fail("unterminated string", at: openQuote) }
             let b = bytes[pos]
             if b == _quote {
@@ -25,13 +17,36 @@ extension _JSONParser {
                 return s
             } else if b == _backslash {
                 return try parseEscapedString(openQuote: openQuote, start: start)
-            } else if b < 0x20 {
-                throw fail("unescaped control character in string", at: pos)
-            } else if b < 0x80 {
-                pos += 1
             } else {
-                try validateUTF8Sequence()
+                try passStringByte(b)
             }
+        }
+    }
+
+    /// Advances over the bytes of a string that need no attention (ASCII other than control
+    /// characters, `"` and `\`), eight at a time.
+    @inline(__always)
+    mutating func skipPlainBytes() {
+        while pos + 8 <= end {
+            let x = UnsafeRawPointer(bytes + pos).loadUnaligned(as: UInt64.self)
+            let special = _swarLessOrHigh(x, 0x20)
+                | _swarHasZero(x ^ (_ones &* UInt64(_quote)))
+                | _swarHasZero(x ^ (_ones &* UInt64(_backslash)))
+            if special != 0 { return }
+            pos += 8
+        }
+    }
+
+    /// Passes the byte at `pos` of a string, neither `"` nor `\`: a control character is
+    /// refused, a multi-byte sequence validated.
+    @inline(__always)
+    mutating func passStringByte(_ b: UInt8) throws(JSONParseError) {
+        if b < 0x20 {
+            throw fail("unescaped control character in string", at: pos)
+        } else if b < 0x80 {
+            pos += 1
+        } else {
+            try validateUTF8Sequence()
         }
     }
 
@@ -79,12 +94,8 @@ extension _JSONParser {
                 scratch.append(contentsOf: UnsafeBufferPointer(start: bytes + runStart, count: pos - runStart))
                 try parseEscape()
                 runStart = pos
-            } else if b < 0x20 {
-                throw fail("unescaped control character in string", at: pos)
-            } else if b < 0x80 {
-                pos += 1
             } else {
-                try validateUTF8Sequence()
+                try passStringByte(b)
             }
         }
     }
