@@ -92,7 +92,10 @@ import Testing
             queue.submit(owner: "db") { _ = payload }
         }
         queue.submit(owner: "db") {
-            // The item before ran; another still waits behind this one.
+            // The item before ran (its thread may still be returning from it); another still
+            // waits behind this one, so a queue that kept taken items keeps the payload.
+            let deadline = DispatchTime.now() + 10
+            while !released.isSet && DispatchTime.now() < deadline { usleep(1000) }
             if released.isSet { seen.set() }
             checked.signal()
         }
