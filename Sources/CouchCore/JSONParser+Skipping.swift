@@ -77,20 +77,7 @@ extension _JSONParser {
     /// `pos` at a backslash. A `\u` escape of a UTF-16 surrogate sets `skippedSurrogate`:
     /// `parseString` decodes a lone one to U+FFFD, so such text is not passed on as it came.
     mutating func skipEscape() throws(JSONParseError) {
-        let escapeStart = pos
-        guard pos + 1 < end else { throw fail("unterminated string", at: pos) }
-        let c = bytes[pos + 1]
-        pos += 2
-        switch c {
-        case _quote, _backslash, _slash, UInt8(ascii: "b"), UInt8(ascii: "f"), UInt8(ascii: "n"),
-             UInt8(ascii: "r"), UInt8(ascii: "t"):
-            return
-        case UInt8(ascii: "u"):
-            let unit = try parseHex4(escapeStart: escapeStart)
-            if unit >= 0xD800 && unit <= 0xDFFF { skippedSurrogate = true }
-        default:
-            throw fail("invalid escape", at: escapeStart)
-        }
+        if case .unit(let unit) = try readEscape(), unit >= 0xD800 && unit <= 0xDFFF { skippedSurrogate = true }
     }
 
     /// Validates a number as `parseNumber` does, without making its text.

@@ -100,45 +100,61 @@ extension _JSONParser {
         }
     }
 
-    /// `pos` at a backslash. Appends the decoded character to `scratch`.
-    mutating func parseEscape() throws(JSONParseError) {
+    /// What one escape stands for: a byte, or the UTF-16 unit of a `\u` escape.
+    enum Escape {
+        case byte(UInt8)
+        case unit(UInt16)
+    }
+
+    /// `pos` at a backslash: checks the escape and advances past it.
+    mutating func readEscape() throws(JSONParseError) -> Escape {
         let escapeStart = pos
         guard pos + 1 < end else { throw fail("unterminated string", at: pos) }
         let c = bytes[pos + 1]
         pos += 2
         switch c {
-        case _quote: scratch.append(_quote)
-        case _backslash: scratch.append(_backslash)
-        case _slash: scratch.append(_slash)
-        case UInt8(ascii: "b"): scratch.append(0x08)
-        case UInt8(ascii: "f"): scratch.append(0x0C)
-        case UInt8(ascii: "n"): scratch.append(0x0A)
-        case UInt8(ascii: "r"): scratch.append(0x0D)
-        case UInt8(ascii: "t"): scratch.append(0x09)
-        case UInt8(ascii: "u"):
-            let unit = try parseHex4(escapeStart: escapeStart)
-            var scalar: UInt32 = 0xFFFD
-            if unit >= 0xD800 && unit <= 0xDBFF {
-                // High surrogate: needs a following \uDC00-\uDFFF, otherwise U+FFFD.
-                if pos + 1 < end && bytes[pos] == _backslash && bytes[pos + 1] == UInt8(ascii: "u") {
-                    let save = pos
-                    pos += 2
-                    let low = try parseHex4(escapeStart: save)
-                    if low >= 0xDC00 && low <= 0xDFFF {
-                        scalar = 0x10000 + ((UInt32(unit) - 0xD800) << 10) + (UInt32(low) - 0xDC00)
-                    } else {
-                        pos = save  // not a pair: leave the second escape to be decoded on its own
-                    }
-                }
-            } else if unit >= 0xDC00 && unit <= 0xDFFF {
-                scalar = 0xFFFD  // lone low surrogate
-            } else {
-                scalar = UInt32(unit)
-            }
-            appendUTF8(scalar)
-        default:
-            throw fail("invalid escape", at: escapeStart)
+        case _quote: return .byte(_quote)
+        case _backslash: return .byte(_backslash)
+        case _slash: return .byte(_slash)
+        case UInt8(ascii: "b"): return .byte(0x08)
+        case UInt8(ascii: "f"): return .byte(0x0C)
+        case UInt8(ascii: "n"): return .byte(0x0A)
+        case UInt8(ascii: "r"): return .byte(0x0D)
+        case UInt8(ascii: "t"): return .byte(0x09)
+        case UInt8(ascii: "u"): return .unit(try parseHex4(escapeStart: escapeStart))
+        default: throw fail("invalid escape", at: escapeStart)
         }
+    }
+
+    /// `pos` at a backslash. Appends the decoded character to `scratch`.
+    mutating func parseEscape() throws(JSONParseError) {
+        let unit: UInt16
+        switch try readEscape() {
+        case .byte(let byte):
+            scratch.append(byte)
+            return
+        case .unit(let value):
+            unit = value
+        }
+        var scalar: UInt32 = 0xFFFD
+        if unit >= 0xD800 && unit <= 0xDBFF {
+            // High surrogate: needs a following \uDC00-\uDFFF, otherwise U+FFFD.
+            if pos + 1 < end && bytes[pos] == _backslash && bytes[pos + 1] == UInt8(ascii: "u") {
+                let save = pos
+                pos += 2
+                let low = try parseHex4(escapeStart: save)
+                if low >= 0xDC00 && low <= 0xDFFF {
+                    scalar = 0x10000 + ((UInt32(unit) - 0xD800) << 10) + (UInt32(low) - 0xDC00)
+                } else {
+                    pos = save  // not a pair: leave the second escape to be decoded on its own
+                }
+            }
+        } else if unit >= 0xDC00 && unit <= 0xDFFF {
+            scalar = 0xFFFD  // lone low surrogate
+        } else {
+            scalar = UInt32(unit)
+        }
+        appendUTF8(scalar)
     }
 
     mutating func parseHex4(escapeStart: Int) throws(JSONParseError) -> UInt16 {

@@ -200,7 +200,7 @@ public struct ReplicatedRevision: Sendable {
 
     /// A document kept as the JSON it came in (see `sourceJSON`), which must be a valid object
     /// whose `_id`, `_rev` and `_attachments` are those given.
-    public init(id: DocumentID, revision: RevisionID, json: ArraySlice<UInt8>, hasAttachments: Bool) {
+    init(id: DocumentID, revision: RevisionID, json: ArraySlice<UInt8>, hasAttachments: Bool) {
         self.id = id
         self.revision = revision
         self.sourceJSON = json
