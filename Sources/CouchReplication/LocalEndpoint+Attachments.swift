@@ -14,7 +14,7 @@ extension LocalEndpoint {
     public func revisionsWithAttachments(_ id: DocumentID, _ revisions: [RevisionID], attachmentsSince: [RevisionID],
                                          spool: any AttachmentSpool) async throws(ReplicationError) -> [AttachedRevision] {
         try await store { database in
-            guard let (tree, found) = try database.inOneSnapshot({ try Self.leaves($0, id, revisions, latest: true) }) else {
+            guard let (tree, found) = try database.readingInBatches({ try Self.leaves($0, id, revisions, latest: true) }) else {
                 return []
             }
             return found.compactMap { _, stored in

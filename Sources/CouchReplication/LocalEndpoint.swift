@@ -141,9 +141,9 @@ public final class LocalEndpoint: DatabaseEndpoint, @unchecked Sendable {
     }
 
     public func bulkGet(_ requests: [RevisionRequest]) async throws(ReplicationError) -> [FetchResult] {
-        // One snapshot for the batch: the database's read locks are taken once, not per document.
+        // The database's read locks are taken once per few hundred documents, not per document.
         try await store { database in
-            try database.inOneSnapshot { reader in
+            try database.readingInBatches { reader in
                 var results: [FetchResult] = []
                 for request in requests {
                     results += try Self.read(reader, request.id, [request.revision], latest: true)
@@ -154,12 +154,12 @@ public final class LocalEndpoint: DatabaseEndpoint, @unchecked Sendable {
     }
 
     public func openRevisions(_ id: DocumentID, _ revisions: [RevisionID]) async throws(ReplicationError) -> [FetchResult] {
-        try await store { database in try database.inOneSnapshot { try Self.read($0, id, revisions, latest: true) } }
+        try await store { database in try database.readingInBatches { try Self.read($0, id, revisions, latest: true) } }
     }
 
     /// Revisions of one document as replication carries them: `_revisions`, `_deleted`,
     /// and attachment stubs (which send the revision down the attachment road).
-    static func read(_ reader: SnapshotReader, _ id: DocumentID, _ requested: [RevisionID], latest: Bool) throws -> [FetchResult] {
+    static func read(_ reader: BatchReader, _ id: DocumentID, _ requested: [RevisionID], latest: Bool) throws -> [FetchResult] {
         guard let (tree, found) = try leaves(reader, id, requested, latest: latest) else {
             return requested.map { .missing(id, $0) }
         }
@@ -182,7 +182,7 @@ public final class LocalEndpoint: DatabaseEndpoint, @unchecked Sendable {
 
     /// The stored revisions `requested` names (with `latest`, the leaves they lead to, each
     /// once) and the document's revision tree; nil when the document does not exist.
-    static func leaves(_ reader: SnapshotReader, _ id: DocumentID, _ requested: [RevisionID],
+    static func leaves(_ reader: BatchReader, _ id: DocumentID, _ requested: [RevisionID],
                        latest: Bool) throws -> (tree: RevisionTree, revisions: [(RevisionID, StoredRevision?)])? {
         let read = try reader.revisions(id, choosing: { tree in
             var revisions: [RevisionID] = []

@@ -58,7 +58,7 @@ extension Database {
         try readers.withConnection { try Self.revisions(id, choosing: choose, connection: $0, inTransaction: false) }
     }
 
-    /// `revisions` on a connection; `inTransaction` when it already reads one snapshot.
+    /// `revisions` on a connection; `inTransaction` when a `BatchReader` holds one open.
     static func revisions(_ id: DocumentID, choosing choose: (RevisionTree) -> [RevisionID], connection: SQLiteConnection,
                           inTransaction: Bool) throws -> (record: DocumentRecord, revisions: [RevisionID], bodies: [StoredRevision?])? {
         guard let current = try currentSnapshot(id, connection: connection) else { return nil }
@@ -78,14 +78,13 @@ extension Database {
         return (record, revisions, bodies)
     }
 
-    /// Runs `body` with reads of one snapshot of the database (one connection, one read
-    /// transaction): documents read one after another (`_bulk_get`) take the database's read
-    /// locks once, not once each. The reader must not outlive `body`.
-    public func inOneSnapshot<T>(_ body: (SnapshotReader) throws -> T) throws -> T {
+    /// Runs `body` with a `BatchReader`: documents read one after another take the database's
+    /// read locks once per few hundred. The reader must not outlive `body`.
+    public func readingInBatches<T>(_ body: (BatchReader) throws -> T) throws -> T {
         try readers.withConnection { connection in
-            try connection.run("BEGIN")
-            defer { try? connection.run("COMMIT") }
-            return try body(SnapshotReader(connection: connection))
+            let reader = try BatchReader(connection: connection)
+            defer { reader.finish() }
+            return try body(reader)
         }
     }
 

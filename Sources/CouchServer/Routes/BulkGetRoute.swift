@@ -2,8 +2,8 @@ import CouchCore
 import CouchStore
 
 /// `POST /db/_bulk_get`: many revisions of many documents in one request, with their
-/// histories (`revs=true`), as JSON or `multipart/mixed`, read from one snapshot of the
-/// database. Answered off the listener
+/// histories (`revs=true`), as JSON or `multipart/mixed`, read in batches (`BatchReader`).
+/// Answered off the listener
 /// (`OffThreadAnswer`), in time linear in the documents asked for, and stopped when its
 /// client hangs up (`RequestCancellation`, checked every `checkEvery` documents).
 enum BulkGetRoute {
@@ -44,14 +44,14 @@ enum BulkGetRoute {
         let multipart = context.request.acceptsMultipart("mixed")
         // Every attachment's body, as CouchDB's `send_docs_multipart_bulk_get` sends them.
         if multipart { options.attachments.sendsAll() }
-        return try database.inOneSnapshot { reader in
+        return try database.readingInBatches { reader in
             let lookUp = { (item: Item) in try Self.lookUp(item, database: database, reader: reader, latest: latest) }
             return multipart ? try Self.multipart(items, lookUp: lookUp, options: options)
                              : try json(items, lookUp: lookUp, options: options)
         }
     }
 
-    private static func lookUp(_ item: Item, database: Database, reader: SnapshotReader, latest: Bool) throws -> [Outcome] {
+    private static func lookUp(_ item: Item, database: Database, reader: BatchReader, latest: Bool) throws -> [Outcome] {
         do {
             try database.validatePartitioned(item.id)
         } catch {
