@@ -15,6 +15,14 @@ static inline int couchette_sqlite3_allocate_pages_as_read(void) {
     return sqlite3_config(SQLITE_CONFIG_PAGECACHE, (void *)0, 0, 0);
 }
 
+/* No count of the memory SQLite allocates (SQLITE_CONFIG_MEMSTATUS, on by default): keeping it
+   takes one process-wide mutex around every allocation, which the threads reading different
+   documents contended for. Nothing here asks SQLite for the count. Effective only before the
+   first connection opens. */
+static inline int couchette_sqlite3_count_no_memory(void) {
+    return sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+}
+
 /* Whether closing the connection, when it is the database's last, leaves the write-ahead log
    as it is (SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE) instead of checkpointing and deleting it.
    A wrapper because sqlite3_db_config is variadic. */

@@ -1,35 +1,31 @@
 import CouchCore
 
-/// Reads of many documents in a row (`_bulk_get`, a replication batch) on one reader connection,
-/// in few read transactions: the database's read locks (`fcntl` calls in WAL mode) are taken
-/// once per `readsPerTransaction` documents rather than once each. A transaction is not held
-/// for a whole batch, however large: while one is open the write-ahead log cannot be checkpointed
-/// past it. Valid inside `Database.readingInBatches` only.
+/// Reads of many documents in a row (`_bulk_get`, a replication batch) on one reader connection.
+/// Its snapshot is brought up to date every `readsPerTransaction` documents rather than held for
+/// a whole batch, however large: while one is held the write-ahead log cannot be checkpointed past it.
+/// Valid inside `Database.readingInBatches` only.
 public final class BatchReader {
     static let readsPerTransaction = 256
-    private let connection: SQLiteConnection
+    private let pool: ReaderPool
+    private let reader: ReaderPool.Reader
     private var reads = 0
 
-    init(connection: SQLiteConnection) throws {
-        self.connection = connection
-        try connection.run("BEGIN")
-    }
-
-    func finish() {
-        try? connection.run("COMMIT")
+    init(pool: ReaderPool, reader: ReaderPool.Reader) {
+        self.pool = pool
+        self.reader = reader
     }
 
     /// As `Database.revisions(_:choosing:)`.
     public func revisions(_ id: DocumentID, choosing choose: (RevisionTree) -> [RevisionID]) throws
         -> (record: DocumentRecord, revisions: [RevisionID], bodies: [StoredRevision?])? {
         try nextRead()
-        return try Database.revisions(id, choosing: choose, connection: connection, inTransaction: true)
+        return try Database.revisions(id, choosing: choose, connection: reader.connection)
     }
 
     /// The winning revision, as `Database.document(_:)`: `not_found` (`missing` or `deleted`).
     public func document(_ id: DocumentID) throws -> DocumentSnapshot {
         try nextRead()
-        guard let current = try Database.currentSnapshot(id, connection: connection) else {
+        guard let current = try Database.currentSnapshot(id, connection: reader.connection) else {
             throw CouchError.notFound("missing")
         }
         if current.record.isDeleted { throw CouchError.notFound("deleted") }
@@ -40,7 +36,6 @@ public final class BatchReader {
         reads += 1
         guard reads > Self.readsPerTransaction else { return }
         reads = 1
-        try connection.run("COMMIT")
-        try connection.run("BEGIN")
+        try pool.refresh(reader)
     }
 }

@@ -21,14 +21,12 @@ extension Database {
     /// Throws CouchDB's `not_found` with reason `missing` or `deleted`.
     public func document(_ id: DocumentID, revision: RevisionID? = nil) throws -> DocumentSnapshot {
         try readers.withConnection { connection in
-            // The current revision lives in the document's row: one statement, no transaction.
+            // The current revision lives in the document's row: one statement.
             if let current = try Self.currentSnapshot(id, connection: connection),
                revision == nil || revision == current.record.winner {
                 if revision == nil, current.record.isDeleted { throw CouchError.notFound("deleted") }
                 return current
             }
-            try connection.run("BEGIN")
-            defer { try? connection.run("COMMIT") }
             return try Self.snapshot(id, revision: revision, connection: connection)
         }
     }
@@ -55,37 +53,30 @@ extension Database {
     /// a replicator usually asks for) costs one statement, as a plain GET does.
     public func revisions(_ id: DocumentID, choosing choose: (RevisionTree) -> [RevisionID]) throws
         -> (record: DocumentRecord, revisions: [RevisionID], bodies: [StoredRevision?])? {
-        try readers.withConnection { try Self.revisions(id, choosing: choose, connection: $0, inTransaction: false) }
+        try readers.withConnection { try Self.revisions(id, choosing: choose, connection: $0) }
     }
 
-    /// `revisions` on a connection; `inTransaction` when a `BatchReader` holds one open.
-    static func revisions(_ id: DocumentID, choosing choose: (RevisionTree) -> [RevisionID], connection: SQLiteConnection,
-                          inTransaction: Bool) throws -> (record: DocumentRecord, revisions: [RevisionID], bodies: [StoredRevision?])? {
+    /// `revisions` on a reader connection (inside its read transaction).
+    static func revisions(_ id: DocumentID, choosing choose: (RevisionTree) -> [RevisionID], connection: SQLiteConnection)
+        throws -> (record: DocumentRecord, revisions: [RevisionID], bodies: [StoredRevision?])? {
         guard let current = try currentSnapshot(id, connection: connection) else { return nil }
-        let picked = choose(current.record.tree)
-        if picked.allSatisfy({ $0 == current.record.winner }) {
-            return (current.record, picked, picked.map { _ in current.revision })
+        let revisions = choose(current.record.tree)
+        if revisions.allSatisfy({ $0 == current.record.winner }) {
+            return (current.record, revisions, revisions.map { _ in current.revision })
         }
-        if !inTransaction { try connection.run("BEGIN") }
-        defer { if !inTransaction { try? connection.run("COMMIT") } }
-        // Read again in the transaction: a write may have come between the two.
-        guard let record = try Self.record(id, connection: connection) else { return nil }
-        let revisions = choose(record.tree)
+        let record = current.record
         let bodies = try revisions.map { revision -> StoredRevision? in
-            guard let node = record.tree.node(revision), node.hasBody || revision == record.winner else { return nil }
+            if revision == record.winner { return current.revision }
+            guard let node = record.tree.node(revision), node.hasBody else { return nil }
             return try Self.revisionBody(record, revision, connection: connection)
         }
         return (record, revisions, bodies)
     }
 
-    /// Runs `body` with a `BatchReader`: documents read one after another take the database's
-    /// read locks once per few hundred. The reader must not outlive `body`.
+    /// Runs `body` with a `BatchReader`: documents read one after another on one connection,
+    /// whose snapshot is renewed every few hundred. The reader must not outlive `body`.
     public func readingInBatches<T>(_ body: (BatchReader) throws -> T) throws -> T {
-        try readers.withConnection { connection in
-            let reader = try BatchReader(connection: connection)
-            defer { reader.finish() }
-            return try body(reader)
-        }
+        try readers.withReader { try body(BatchReader(pool: readers, reader: $0)) }
     }
 
     static func snapshot(_ id: DocumentID, revision: RevisionID?, connection: SQLiteConnection) throws -> DocumentSnapshot {
@@ -263,8 +254,6 @@ extension Database {
             + (includeTree ? ", revision_tree" : ", NULL")
             + (includeBodies ? ", body, attachments" : ", NULL, NULL")
         return try readers.withConnection { connection in
-            try connection.run("BEGIN")
-            defer { try? connection.run("COMMIT") }
             // A request may name millions: it stops when its client hangs up.
             let cancellation = RequestCancellation.current
             return try ids.enumerated().map { index, id in

@@ -11,8 +11,6 @@ extension Database {
     /// For each document, the given revisions this database lacks (documents lacking none are left out).
     public func revisionDifferences(_ request: [(DocumentID, [RevisionID])]) throws -> [RevisionDifference] {
         try readers.withConnection { connection in
-            try connection.run("BEGIN")
-            defer { try? connection.run("COMMIT") }
             // A request may name millions: it stops when its client hangs up.
             let cancellation = RequestCancellation.current
             return try request.enumerated().compactMap { index, entry -> RevisionDifference? in

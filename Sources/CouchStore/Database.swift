@@ -71,7 +71,9 @@ public final class Database: @unchecked Sendable {
             try DatabaseSchema.configure(connection)
             return connection
         }
-        readers = ReaderPool(path: path)
+        let writer = self.writer
+        readers = ReaderPool(path: path, commits: { writer.commitCount })
+        writer.readers = readers
         let notifier = self.notifier
         writer.onCommit = { sequence in notifier.post(.committed(sequence: sequence)) }
     }

@@ -24,9 +24,13 @@ public final class SQLiteConnection {
     /// Page caches grow page by page rather than starting with room for 20: a connection costs
     /// 68 KB instead of 137 once it has read its schema, which counts when a thousand
     /// replication targets each hold one.
+    ///
+    /// SQLite keeps no count of its memory: the count's lock, around every allocation, was
+    /// contended by every thread reading.
     private static let processWideSettings: Void = {
         _ = couchette_sqlite3_set_statement_journal_spill(-1)
         _ = couchette_sqlite3_allocate_pages_as_read()
+        _ = couchette_sqlite3_count_no_memory()
     }()
 
     public init(path: String, readOnly: Bool = false, create: Bool = false) throws(CouchError) {
@@ -97,11 +101,12 @@ public final class SQLiteConnection {
         }, Unmanaged.passUnretained(self).toOpaque())
     }
 
-    /// A passive checkpoint once the log has grown past SQLite's usual threshold; a failure
-    /// is logged (the log keeps the commits, and the next commit tries again).
-    func checkpointIfDue() {
+    /// A passive checkpoint once the log has grown past SQLite's usual threshold, after
+    /// `prepare`; a failure is logged (the log keeps the commits, and the next commit tries again).
+    func checkpointIfDue(preparing prepare: () -> Void = {}) {
         guard walPages >= Self.checkpointPages else { return }
         walPages = 0
+        prepare()
         let code = sqlite3_wal_checkpoint_v2(handle, nil, SQLITE_CHECKPOINT_PASSIVE, nil, nil)
         if code != SQLITE_OK {
             Self.logger.warning("sqlite: checkpoint of \(path) failed (\(code), errno \(systemErrno)): \(lastErrorMessage)")

@@ -29,6 +29,12 @@ final class WriteQueue: @unchecked Sendable {
     /// during a commit sees the old or the new sequence, never a torn one).
     private let committed: Atomic<Int>
     var committedSequence: Int { committed.load(ordering: .acquiring) }
+    /// Transactions committed (or tried: a failed `COMMIT` counts too), counted before any of
+    /// their writes is acknowledged; the readers renew their snapshots when it moves.
+    private let commits = Atomic<Int>(0)
+    var commitCount: Int { commits.load(ordering: .acquiring) }
+    /// Whose kept snapshots must not hold back a checkpoint; set once by the database.
+    weak var readers: ReaderPool?
     /// Called after each commit with the new update sequence, outside the lock.
     var onCommit: (@Sendable (Int) -> Void)?
     static let maximumBatch = 1000
@@ -134,7 +140,13 @@ final class WriteQueue: @unchecked Sendable {
             releaseWriter()
             condition.unlock()
         }
-        try operation(try openConnection())
+        defer { commits.add(1, ordering: .releasing) }
+        let connection = try openConnection()
+        if let readers {
+            try readers.withoutSnapshots { try operation(connection) }
+        } else {
+            try operation(connection)
+        }
     }
 
     /// Runs a batch in one transaction; returns the committed sequence.
@@ -169,6 +181,7 @@ final class WriteQueue: @unchecked Sendable {
             }
         }
         do {
+            defer { commits.add(1, ordering: .releasing) }
             try transaction.recordCounts()
             try connection.run("COMMIT")
         } catch {
@@ -176,7 +189,7 @@ final class WriteQueue: @unchecked Sendable {
             for write in batch where write.error == nil { write.error = error }
             return startSequence
         }
-        connection.checkpointIfDue()
+        connection.checkpointIfDue(preparing: { readers?.endStaleSnapshots() })
         return transaction.sequence
     }
 }
