@@ -97,8 +97,21 @@ extension String {
     /// costs more than the rest of reading a header), and no copy when already lower case.
     var headerNameLowercased: String {
         guard utf8.contains(where: { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }) else { return self }
-        return String(decoding: utf8.map { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") ? $0 | 0x20 : $0 },
-                      as: UTF8.self)
+        // Written in place: a name of up to 15 bytes then needs no allocation at all.
+        return String(unsafeUninitializedCapacity: utf8.count) { buffer in
+            for (index, byte) in utf8.enumerated() {
+                buffer[index] = byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte | 0x20 : byte
+            }
+            return utf8.count
+        }
+    }
+
+    /// Whether two header names are the same, ASCII case aside (without lowering either).
+    func isSameHeaderName(as other: String) -> Bool {
+        guard utf8.count == other.utf8.count else { return false }
+        return zip(utf8, other.utf8).allSatisfy { a, b in
+            a == b || (a | 0x20 == b | 0x20 && a | 0x20 >= UInt8(ascii: "a") && a | 0x20 <= UInt8(ascii: "z"))
+        }
     }
 }
 

@@ -46,13 +46,11 @@ public struct HTTPResponse: Sendable {
     public static let ok = json(200, ["ok": true])
 
     public func header(_ name: String) -> String? {
-        let wanted = name.headerNameLowercased
-        return headers.first { $0.name.headerNameLowercased == wanted }?.value
+        headers.first { $0.name.isSameHeaderName(as: name) }?.value
     }
 
     public mutating func setHeader(_ name: String, _ value: String) {
-        let wanted = name.headerNameLowercased
-        headers.removeAll { $0.name.headerNameLowercased == wanted }
+        headers.removeAll { $0.name.isSameHeaderName(as: name) }
         headers.append((name, value))
     }
 }

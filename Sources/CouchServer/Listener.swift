@@ -364,11 +364,11 @@ public final class Listener: @unchecked Sendable {
             connection.begin()
         }
         guard let mhdResponse else { return .NO }
-        for (name, value) in response.headers where name == "Set-Cookie" { MHD_add_response_header(mhdResponse, name, value) }
-        for (name, value) in response.headers where name != "Set-Cookie" { MHD_add_response_header(mhdResponse, name, value) }
+        for (name, value) in response.headers where name == "Set-Cookie" { addResponseHeader(mhdResponse, name, value) }
+        for (name, value) in response.headers where name != "Set-Cookie" { addResponseHeader(mhdResponse, name, value) }
         Self.addCommonHeaders(to: mhdResponse, cacheControl: response.header("Cache-Control") == nil,
                               requestID: response.header("X-Couch-Request-ID") == nil ? state.requestID : nil)
-        MHD_add_response_header(mhdResponse, "X-CouchDB-Body-Time", String(state.bodyMilliseconds))
+        addResponseHeader(mhdResponse, "X-CouchDB-Body-Time", String(state.bodyMilliseconds))
         if closing { MHD_add_response_header(mhdResponse, "Connection", "close") }
         let result = MHD_queue_response(state.connection, UInt32(response.status), mhdResponse)
         MHD_destroy_response(mhdResponse)
@@ -379,10 +379,10 @@ public final class Listener: @unchecked Sendable {
     /// and a request ID (the client's own when it sent one).
     fileprivate static func addCommonHeaders(to response: OpaquePointer, cacheControl: Bool = true,
                                              requestID: String? = RequestForms.requestID()) {
-        MHD_add_response_header(response, "Server", ServerInfo.serverHeader)
-        MHD_add_response_header(response, "Date", HTTPDate.now())
+        addResponseHeader(response, "Server", ServerInfo.serverHeader)
+        addResponseHeader(response, "Date", HTTPDate.now())
         if cacheControl { MHD_add_response_header(response, "Cache-Control", "must-revalidate") }
-        if let requestID { MHD_add_response_header(response, "X-Couch-Request-ID", requestID) }
+        if let requestID { addResponseHeader(response, "X-Couch-Request-ID", requestID) }
     }
 
     /// What libmicrohttpd's own error pages (0.9.75's texts) say, as CouchDB's errors; it
@@ -474,4 +474,19 @@ private let streamReader: MHD_ContentReaderCallback = { context, _, buffer, maxi
 private let streamReleased: MHD_ContentReaderFreeCallback = { context in
     guard let context else { return }
     Unmanaged<StreamConnection>.fromOpaque(context).release()
+}
+
+/// Hands a header to libmicrohttpd, which copies it, through a buffer on the stack. A Swift
+/// string of up to 15 bytes is no C string in memory: passed as one, it was first copied to
+/// the heap (eight allocations a response).
+private func addResponseHeader(_ response: OpaquePointer, _ name: String, _ value: String) {
+    let nameCount = name.utf8.count, valueCount = value.utf8.count
+    withUnsafeTemporaryAllocation(of: UInt8.self, capacity: nameCount + valueCount + 2) { buffer in
+        _ = UnsafeMutableBufferPointer(rebasing: buffer[..<nameCount]).initialize(fromContentsOf: name.utf8)
+        buffer[nameCount] = 0
+        _ = UnsafeMutableBufferPointer(rebasing: buffer[(nameCount + 1)...]).initialize(fromContentsOf: value.utf8)
+        buffer[nameCount + 1 + valueCount] = 0
+        let text = UnsafeRawPointer(buffer.baseAddress!).assumingMemoryBound(to: CChar.self)
+        MHD_add_response_header(response, text, text + nameCount + 1)
+    }
 }
