@@ -132,6 +132,6 @@ public struct DocumentEdit: Sendable {
             term.endList()
         }
         term.endList()
-        return RevisionID(generation: (parent?.generation ?? 0) + 1, digest: Digest.hex(Digest.md5(term.bytes)))
+        return RevisionID(generation: (parent?.generation ?? 0) + 1, md5: Digest.md5(term.bytes))
     }
 }

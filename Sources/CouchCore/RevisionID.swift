@@ -5,16 +5,94 @@
 /// Equality, hashing and ordering all work on the digest's UTF-8 bytes, never on Swift's
 /// Unicode-canonical `String` comparison, so that the three agree with each other and with
 /// CouchDB (which compares revision ids as Erlang binaries).
+///
+/// A digest of 32 lower-case hexadecimal digits, what CouchDB makes, is held as the 16 bytes it
+/// spells: reading one (a row of a feed or a listing, a node of a stored tree) allocates nothing,
+/// and two compare as two pairs of integers. Any other digest is held as its text. The two forms
+/// never hold the same digest, so equality and hashing may compare forms first.
 public struct RevisionID: Hashable, Comparable, Sendable, CustomStringConvertible {
     /// The generation: >= 1 for documents; 0 is used only by `_local` documents ("0-1", "0-2", ...).
     public let generation: Int
-    /// The part after the first `-`.
-    public let digest: String
+    private let storedDigest: StoredDigest
+
+    private enum StoredDigest: Sendable {
+        /// 32 lower-case hex digits, as the big-endian halves of the 16 bytes they spell.
+        case md5(UInt64, UInt64)
+        case text(String)
+    }
 
     /// Builds an identifier from its parts without validating them.
     public init(generation: Int, digest: String) {
         self.generation = generation
-        self.digest = digest
+        var digest = digest
+        storedDigest = digest.withUTF8 { Self.md5Halves(hex: $0, acceptingUpperCase: false) }.map { .md5($0.0, $0.1) } ?? .text(digest)
+    }
+
+    /// An identifier whose digest spells the 16 `bytes` in lower-case hex (a new revision's MD5).
+    public init<Bytes: Collection>(generation: Int, md5 bytes: Bytes) where Bytes.Element == UInt8 {
+        precondition(bytes.count == 16, "an MD5 is 16 bytes")
+        self.generation = generation
+        var high: UInt64 = 0, low: UInt64 = 0
+        for (index, byte) in bytes.enumerated() {
+            if index < 8 { high = high << 8 | UInt64(byte) } else { low = low << 8 | UInt64(byte) }
+        }
+        storedDigest = .md5(high, low)
+    }
+
+    /// The part after the first `-`.
+    public var digest: String {
+        switch storedDigest {
+        case .text(let text): return text
+        case .md5(let high, let low):
+            return String(unsafeUninitializedCapacity: 32) { buffer in
+                Self.writeHex(high, low, into: UnsafeMutableRawBufferPointer(buffer))
+                return 32
+            }
+        }
+    }
+
+    /// The 16 bytes of a digest of 32 lower-case hex digits; nil for any other digest.
+    public var md5Bytes: [UInt8]? {
+        guard case .md5(let high, let low) = storedDigest else { return nil }
+        return (0..<16).map { UInt8(truncatingIfNeeded: ($0 < 8 ? high : low) >> (56 - 8 * ($0 % 8))) }
+    }
+
+    /// The halves of the 16 bytes 32 hex digits spell; nil for anything else, and for upper-case
+    /// digits unless accepted (an identifier built from unvalidated parts keeps them as written).
+    private static func md5Halves(hex bytes: UnsafeBufferPointer<UInt8>, acceptingUpperCase: Bool) -> (UInt64, UInt64)? {
+        guard bytes.count == 32 else { return nil }
+        var high: UInt64 = 0, low: UInt64 = 0
+        for index in 0..<16 {
+            guard let first = nibble(bytes[index], acceptingUpperCase),
+                  let second = nibble(bytes[16 + index], acceptingUpperCase) else { return nil }
+            high = high << 4 | UInt64(first)
+            low = low << 4 | UInt64(second)
+        }
+        return (high, low)
+    }
+
+    @inline(__always)
+    private static func nibble(_ byte: UInt8, _ acceptingUpperCase: Bool) -> UInt8? {
+        let digit = byte &- UInt8(ascii: "0")
+        if digit < 10 { return digit }
+        let lowered = byte | 0x20  // 'A'-'F' become 'a'-'f'; no other byte lands there
+        guard acceptingUpperCase || lowered == byte else { return nil }
+        let letter = lowered &- UInt8(ascii: "a")
+        return letter < 6 ? letter + 10 : nil
+    }
+
+    private static func writeHex(_ high: UInt64, _ low: UInt64, into buffer: UnsafeMutableRawBufferPointer) {
+        for index in 0..<16 {
+            let shift = UInt64(60 - 4 * index)
+            buffer[index] = hexDigit(high >> shift)
+            buffer[16 + index] = hexDigit(low >> shift)
+        }
+    }
+
+    @inline(__always)
+    private static func hexDigit(_ value: UInt64) -> UInt8 {
+        let nibble = UInt8(truncatingIfNeeded: value & 0xf)
+        return nibble < 10 ? nibble &+ UInt8(ascii: "0") : nibble &+ (UInt8(ascii: "a") &- 10)
     }
 
     /// Parses `N-digest`. `N` is decimal digits only (no sign, no spaces; leading zeros are accepted
@@ -25,17 +103,22 @@ public struct RevisionID: Hashable, Comparable, Sendable, CustomStringConvertibl
         // a listing or a feed writes.
         var text = text
         guard let (generation, digest) = text.withUTF8({ Self.parse($0) }) else { return nil }
-        self.init(generation: generation, digest: digest)
+        self.init(generation: generation, stored: digest)
+    }
+
+    private init(generation: Int, stored: StoredDigest) {
+        self.generation = generation
+        storedDigest = stored
     }
 
     /// Parses `N-digest` from its UTF-8 bytes (a stored column), as `init?(_:)` parses text,
     /// without building the whole text first.
     public init?(utf8 bytes: UnsafeRawBufferPointer) {
         guard let (generation, digest) = bytes.withMemoryRebound(to: UInt8.self, { Self.parse($0) }) else { return nil }
-        self.init(generation: generation, digest: digest)
+        self.init(generation: generation, stored: digest)
     }
 
-    private static func parse(_ bytes: UnsafeBufferPointer<UInt8>) -> (Int, String)? {
+    private static func parse(_ bytes: UnsafeBufferPointer<UInt8>) -> (Int, StoredDigest)? {
         guard let dash = bytes.firstIndex(of: UInt8(ascii: "-")), dash > 0 else { return nil }
         var value = 0
         for byte in bytes[..<dash] {
@@ -46,32 +129,38 @@ public struct RevisionID: Hashable, Comparable, Sendable, CustomStringConvertibl
             value = sum
         }
         let digestBytes = UnsafeBufferPointer(rebasing: bytes[(dash + 1)...])
+        // CouchDB holds a 32-hex-digit digest as the 16 bytes it encodes and writes it back in
+        // lower case, so "1-ABC…" and "1-abc…" are the same revision.
+        if let (high, low) = md5Halves(hex: digestBytes, acceptingUpperCase: true) { return (value, .md5(high, low)) }
         // An empty digest ("1-") is accepted, as CouchDB's `parse_rev` accepts it.
-        // ASCII digests (the usual hex) are checked byte by byte; only others need
-        // Unicode's whitespace table, which is slow on the read path.
-        var isASCII = true, isHex = true, hasUpperHex = false
+        // ASCII digests are checked byte by byte; only others need Unicode's whitespace table,
+        // which is slow on the read path.
+        var isASCII = true
         for byte in digestBytes {
             if byte >= 0x80 {
                 isASCII = false
-                isHex = false
             } else if byte == 0x20 || (0x09...0x0d).contains(byte) {
                 return nil
-            } else if Base16.value(byte) == nil {
-                isHex = false
-            } else if byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "F") {
-                hasUpperHex = true
             }
         }
-        var digest = String(decoding: digestBytes, as: UTF8.self)
+        let digest = String(decoding: digestBytes, as: UTF8.self)
         if !isASCII, digest.unicodeScalars.contains(where: { $0.properties.isWhitespace }) { return nil }
-        // CouchDB holds a 32-hex-digit digest as the 16 bytes it encodes and writes it back in
-        // lower case, so "1-ABC…" and "1-abc…" are the same revision.
-        if isHex, hasUpperHex, digestBytes.count == 32 { digest = digest.lowercased() }
-        return (value, digest)
+        return (value, .text(digest))
     }
 
     /// Appends the identifier as a JSON string (`"N-digest"`) without building `description`.
     public func appendJSON(to output: inout [UInt8]) {
+        if case .md5(let high, let low) = storedDigest {
+            output.append(UInt8(ascii: "\""))
+            JSONWriter.appendInteger(generation, to: &output)
+            output.append(UInt8(ascii: "-"))
+            withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 33) { digits in
+                Self.writeHex(high, low, into: UnsafeMutableRawBufferPointer(digits))
+                digits[32] = UInt8(ascii: "\"")
+                output.append(contentsOf: digits)
+            }
+            return
+        }
         var digest = digest
         let plain = digest.withUTF8 { bytes in
             // Characters JSON needs escaped (and non-ASCII, which the writer's escaping decides on)
@@ -89,12 +178,14 @@ public struct RevisionID: Hashable, Comparable, Sendable, CustomStringConvertibl
 
     /// The digest with a 32-hex-digit one in lower case, as parsing leaves it.
     var normalizedDigest: String {
-        Self.isHex32(digest.utf8) ? digest.lowercased() : digest
+        if case .md5 = storedDigest { return digest }
+        return Self.isHex32(digest.utf8) ? digest.lowercased() : digest
     }
 
     /// The digest as CouchDB holds it (`couch_doc:parse_revid`): 32 hexadecimal digits become
     /// the 16 bytes they encode; any other digest is its UTF-8 bytes.
     public var digestBinary: [UInt8] {
+        if let bytes = md5Bytes { return bytes }
         let utf8 = digest.utf8
         guard Self.isHex32(utf8), let bytes = Base16.decode(utf8) else { return Array(utf8) }
         return bytes
@@ -107,13 +198,23 @@ public struct RevisionID: Hashable, Comparable, Sendable, CustomStringConvertibl
     public var description: String { "\(generation)-\(digest)" }
 
     public static func == (lhs: RevisionID, rhs: RevisionID) -> Bool {
-        lhs.generation == rhs.generation && compareBytes(lhs.digest, rhs.digest) == 0
+        guard lhs.generation == rhs.generation else { return false }
+        switch (lhs.storedDigest, rhs.storedDigest) {
+        case let (.md5(a, b), .md5(c, d)): return a == c && b == d
+        case let (.text(a), .text(b)): return compareBytes(a, b) == 0
+        default: return false  // a text digest is never 32 lower-case hex digits
+        }
     }
 
     public func hash(into hasher: inout Hasher) {
         hasher.combine(generation)
-        var bytes = digest
-        bytes.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
+        switch storedDigest {
+        case let .md5(high, low):
+            hasher.combine(high)
+            hasher.combine(low)
+        case .text(var text):
+            text.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
+        }
     }
 
     /// CouchDB's order: generation first, then the digests' UTF-8 bytes.
@@ -126,12 +227,17 @@ public struct RevisionID: Hashable, Comparable, Sendable, CustomStringConvertibl
     /// their text does; a hex digest against another kind compares by the bytes it encodes.
     static func order(_ lhs: RevisionID, _ rhs: RevisionID) -> Int {
         if lhs.generation != rhs.generation { return lhs.generation < rhs.generation ? -1 : 1 }
+        // Lower-case hex digits sort as the bytes they spell.
+        if case let (.md5(a, b), .md5(c, d)) = (lhs.storedDigest, rhs.storedDigest) {
+            return a != c ? (a < c ? -1 : 1) : (b == d ? 0 : (b < d ? -1 : 1))
+        }
         // Equal digests, what a tree lookup ends on, need neither scan below.
-        if lhs.digest == rhs.digest { return 0 }
-        let leftHex = isHex32(lhs.digest.utf8), rightHex = isHex32(rhs.digest.utf8)
-        if leftHex == rightHex { return compareBytes(lhs.digest, rhs.digest) }
+        let left = lhs.digest, right = rhs.digest
+        if compareBytes(left, right) == 0 { return 0 }
+        let leftHex = isHex32(left.utf8), rightHex = isHex32(right.utf8)
+        if leftHex == rightHex { return compareBytes(left, right) }
         let binaryOrder = compareBinaries(lhs.digestBinary, rhs.digestBinary)
-        return binaryOrder != 0 ? binaryOrder : compareBytes(lhs.digest, rhs.digest)
+        return binaryOrder != 0 ? binaryOrder : compareBytes(left, right)
     }
 
     private static func compareBinaries(_ a: [UInt8], _ b: [UInt8]) -> Int {

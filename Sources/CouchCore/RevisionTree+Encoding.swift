@@ -33,7 +33,7 @@ extension RevisionTree {
         Self.appendVarint(UInt64(nodes.count), to: &out)
         var previousGeneration = 0
         for (index, node) in nodes.enumerated() {
-            let hex = Self.hexBytes(node.revision.digest)
+            let hex = node.revision.md5Bytes
             var flags: UInt8 = 0
             if node.isDeleted { flags |= Self.flagDeleted }
             if node.hasBody { flags |= Self.flagHasBody }
@@ -81,16 +81,15 @@ extension RevisionTree {
                 guard distance >= 1, distance <= index else { throw RevisionTreeDecodingError() }
                 parent = index - distance
             }
-            let digest: String
+            let revision: RevisionID
             if flags & Self.flagHexDigest != 0 {
-                digest = Digest.hex(try reader.bytes(16))
+                revision = RevisionID(generation: generation, md5: try reader.bytes(16))
             } else {
                 let length = try reader.int()
                 let raw = try reader.bytes(length)
                 guard let text = String(validating: raw, as: UTF8.self) else { throw RevisionTreeDecodingError() }
-                digest = text
+                revision = RevisionID(generation: generation, digest: text)
             }
-            let revision = RevisionID(generation: generation, digest: digest)
             if let previous = nodes.last, RevisionID.order(previous.revision, revision) >= 0 {
                 throw RevisionTreeDecodingError()
             }
@@ -116,13 +115,6 @@ extension RevisionTree {
         out.append(UInt8(value))
     }
 
-    /// The 16 bytes of a digest of 32 lower-case hexadecimal digits (an upper-case one is
-    /// stored as text, so that it reads back as written).
-    private static func hexBytes(_ digest: String) -> [UInt8]? {
-        let utf8 = digest.utf8
-        guard utf8.count == 32, !utf8.contains(where: { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "F") }) else { return nil }
-        return Base16.decode(utf8)
-    }
 }
 
 /// A bounds-checked cursor over the encoded bytes.

@@ -113,6 +113,78 @@ private let twoChild = makeTree(path("3-1aa", "2-1a", "1-1"))
         #expect(rev("1-abc") == RevisionID(generation: 1, digest: "abc"))
         #expect(Set([rev("1-abc"), RevisionID(generation: 1, digest: "abc")]).count == 1)
     }
+
+    /// An MD5 digest is held as its 16 bytes: however it is built, it is the same revision,
+    /// with the same text, hash and bytes.
+    @Test func anMD5DigestIsTheSameRevisionHoweverBuilt() throws {
+        let bytes: [UInt8] = [0xab, 0xcd, 0xef, 0x01, 0x23, 0x45, 0x67, 0x89, 0x00, 0xff, 0x10, 0x20, 0x30, 0x40, 0x50, 0x6f]
+        let hex = "abcdef012345678900ff10203040506f"
+        let forms = [RevisionID(generation: 7, md5: bytes), try #require(RevisionID("7-\(hex)")),
+                     try #require(RevisionID("7-\(hex.uppercased())")), RevisionID(generation: 7, digest: hex)]
+        for form in forms {
+            #expect(form == forms[0])
+            #expect(form.digest == hex)
+            #expect(form.description == "7-\(hex)")
+            #expect(form.md5Bytes == bytes)
+            #expect(form.digestBinary == bytes)
+        }
+        #expect(Set(forms).count == 1)
+        // Ordered as their text: digests sharing their first half, or differing only there.
+        let ordered = ["1-00000000000000000000000000000001", "1-00000000000000000000000000000002",
+                       "1-0000000000000000ffffffffffffffff", "1-00000000000000010000000000000000",
+                       "1-f0000000000000000000000000000000", "2-00000000000000000000000000000000"]
+        #expect(ordered.compactMap(RevisionID.init).shuffled().sorted().map(\.description) == ordered)
+        // Built from unvalidated parts, upper-case digits are kept as written: another revision.
+        let upper = RevisionID(generation: 7, digest: hex.uppercased())
+        #expect(upper != forms[0] && upper.digest == hex.uppercased() && upper.md5Bytes == nil)
+    }
+
+    /// Ordering, equality and hashing agree with CouchDB's order on the digests' text (hex against
+    /// hex as text, hex against other digests by the bytes the hex spells), whatever the form held.
+    @Test func orderAndEqualityFollowTheTextWhateverTheForm() {
+        var generator = SystemRandomNumberGenerator()
+        let kinds: [() -> String] = [
+            { String((0..<32).map { _ in "0123456789abcdef".randomElement(using: &generator)! }) },
+            { String((0..<32).map { _ in "0123456789ABCDEF".randomElement(using: &generator)! }) },
+            { String((0..<32).map { _ in "0123456789abcdefg".randomElement(using: &generator)! }) },
+            { String((0..<Int.random(in: 1...4, using: &generator)).map { _ in "0af\u{e9}".randomElement(using: &generator)! }) },
+        ]
+        var samples: [(RevisionID, String)] = []
+        for _ in 0..<300 {
+            let text = kinds.randomElement(using: &generator)!()
+            let generation = Int.random(in: 1...2, using: &generator)
+            samples.append((RevisionID(generation: generation, digest: text), text))
+            samples.append((RevisionID("\(generation)-\(text)") ?? RevisionID(generation: generation, digest: text),
+                            Self.isHex32(text) ? text.lowercased() : text))
+        }
+        for (a, aText) in samples.prefix(120) {
+            for (b, bText) in samples.prefix(120) {
+                let expected = Self.referenceOrder(a.generation, aText, b.generation, bText)
+                #expect((a < b) == (expected < 0), "\(a) < \(b)")
+                #expect((a == b) == (expected == 0), "\(a) == \(b)")
+                if a == b { #expect(a.hashValue == b.hashValue) }
+            }
+        }
+    }
+
+    static func isHex32(_ text: String) -> Bool {
+        text.utf8.count == 32 && text.utf8.allSatisfy { Base16.value($0) != nil }
+    }
+
+    /// CouchDB's order on `N-digest`, on the digests' text: the order before digests were held
+    /// as bytes.
+    static func referenceOrder(_ g1: Int, _ d1: String, _ g2: Int, _ d2: String) -> Int {
+        if g1 != g2 { return g1 < g2 ? -1 : 1 }
+        func bytes(_ a: [UInt8], _ b: [UInt8]) -> Int {
+            for (x, y) in zip(a, b) where x != y { return x < y ? -1 : 1 }
+            return a.count == b.count ? 0 : (a.count < b.count ? -1 : 1)
+        }
+        let t1 = Array(d1.utf8), t2 = Array(d2.utf8)
+        if isHex32(d1) == isHex32(d2) { return bytes(t1, t2) }
+        let b1 = isHex32(d1) ? Base16.decode(t1)! : t1, b2 = isHex32(d2) ? Base16.decode(t2)! : t2
+        let binary = bytes(b1, b2)
+        return binary != 0 ? binary : bytes(t1, t2)
+    }
 }
 
 // MARK: - Merging (couch_key_tree_tests "Key tree merge")
