@@ -94,25 +94,26 @@ public struct UpdateSequence: Sendable, Hashable, Comparable, CustomStringConver
 
     /// RFC 4648 §5 without padding, as CouchDB's `couch_util:encodeBase64Url`.
     static func appendBase64URL(_ bytes: [UInt8], to output: inout [UInt8]) {
-        var index = 0
-        while index + 2 < bytes.count {
-            let chunk = UInt32(bytes[index]) << 16 | UInt32(bytes[index + 1]) << 8 | UInt32(bytes[index + 2])
-            output.append(alphabet[Int(chunk >> 18 & 63)])
-            output.append(alphabet[Int(chunk >> 12 & 63)])
-            output.append(alphabet[Int(chunk >> 6 & 63)])
-            output.append(alphabet[Int(chunk & 63)])
-            index += 3
-        }
-        let remaining = bytes.count - index
-        if remaining == 1 {
-            let chunk = UInt32(bytes[index]) << 16
-            output.append(alphabet[Int(chunk >> 18 & 63)])
-            output.append(alphabet[Int(chunk >> 12 & 63)])
-        } else if remaining == 2 {
-            let chunk = UInt32(bytes[index]) << 16 | UInt32(bytes[index + 1]) << 8
-            output.append(alphabet[Int(chunk >> 18 & 63)])
-            output.append(alphabet[Int(chunk >> 12 & 63)])
-            output.append(alphabet[Int(chunk >> 6 & 63)])
+        // Encoded on the stack and appended at once: a feed writes one for every row.
+        let count = bytes.count / 3 * 4 + [0, 2, 3][bytes.count % 3]
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: count) { encoded in
+            var index = 0, position = 0
+            func emit(_ chunk: UInt32, _ digits: Int) {
+                for digit in 0..<digits {
+                    encoded[position] = alphabet[Int(chunk >> (18 - 6 * UInt32(digit)) & 63)]
+                    position += 1
+                }
+            }
+            while index + 2 < bytes.count {
+                emit(UInt32(bytes[index]) << 16 | UInt32(bytes[index + 1]) << 8 | UInt32(bytes[index + 2]), 4)
+                index += 3
+            }
+            switch bytes.count - index {
+            case 1: emit(UInt32(bytes[index]) << 16, 2)
+            case 2: emit(UInt32(bytes[index]) << 16 | UInt32(bytes[index + 1]) << 8, 3)
+            default: break
+            }
+            output.append(contentsOf: encoded)
         }
     }
 }

@@ -1,4 +1,5 @@
-import CouchCore
+@testable import CouchCore
+import Foundation
 import Testing
 
 /// Bytes `term_to_binary(Term, [{minor_version, 1}])` gives in Erlang, written out by hand
@@ -49,6 +50,17 @@ import Testing
 }
 
 @Suite struct UpdateSequenceTests {
+    @Test func base64URLIsRFC4648WithoutPadding() {
+        for length in 0...10 {
+            let bytes = (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 97 &+ 251) }
+            var encoded: [UInt8] = []
+            UpdateSequence.appendBase64URL(bytes, to: &encoded)
+            let expected = Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-")
+                .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+            #expect(String(decoding: encoded, as: UTF8.self) == expected, "\(length) bytes")
+        }
+    }
+
     @Test func writesCouchDBsFormAndReadsEveryForm() throws {
         // [{nonode@nohost, [0, 4294967295], {250, <<>>, nonode@nohost}}] in base64url, no padding.
         let text = UpdateSequence(250).description

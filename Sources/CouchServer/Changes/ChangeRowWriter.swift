@@ -17,12 +17,13 @@ struct ChangeRowWriter: Sendable {
         output.append(contentsOf: #","id":"#.utf8)
         JSONWriter.appendString(row.id.rawValue, to: &output)
         output.append(contentsOf: #","changes":["#.utf8)
-        let revisions = allLeaves ? (row.tree?.leaves.map(\.revision) ?? [row.winner]) : [row.winner]
-        for (index, revision) in revisions.enumerated() {
-            if index > 0 { output.append(UInt8(ascii: ",")) }
-            output.append(contentsOf: #"{"rev":"#.utf8)
-            revision.appendJSON(to: &output)
-            output.append(UInt8(ascii: "}"))
+        if allLeaves, let leaves = row.tree?.leaves {
+            for (index, leaf) in leaves.enumerated() {
+                if index > 0 { output.append(UInt8(ascii: ",")) }
+                Self.appendChange(leaf.revision, to: &output)
+            }
+        } else {
+            Self.appendChange(row.winner, to: &output)  // the usual row: no array of one
         }
         output.append(UInt8(ascii: "]"))
         if row.isDeleted { output.append(contentsOf: #","deleted":true"#.utf8) }
@@ -38,6 +39,12 @@ struct ChangeRowWriter: Sendable {
             }
             try DocumentJSON.renderListed(revision, borrowedBody: borrowed, record: record, options: options, into: &output)
         }
+        output.append(UInt8(ascii: "}"))
+    }
+
+    private static func appendChange(_ revision: RevisionID, to output: inout [UInt8]) {
+        output.append(contentsOf: #"{"rev":"#.utf8)
+        revision.appendJSON(to: &output)
         output.append(UInt8(ascii: "}"))
     }
 }
