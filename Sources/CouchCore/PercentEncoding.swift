@@ -6,23 +6,30 @@ public enum PercentEncoding {
     public static let unreservedMarks = Array("-._~".utf8)
     /// The marks CouchDB's `couch_util:url_encode` keeps (in `Location` headers).
     public static let couchURLMarks = Array("_.-:".utf8)
+    private static let hexDigits = Array("0123456789ABCDEF".utf8)
 
     public static func encode(_ text: String, keeping marks: [UInt8] = unreservedMarks, spaceAsPlus: Bool = false) -> String {
-        let hex = Array("0123456789ABCDEF".utf8)
+        func isKept(_ byte: UInt8) -> Bool {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+                return true
+            default:
+                return marks.contains(byte)
+            }
+        }
+        // Most names need nothing encoded (every `Location` of a write has one): no copy then.
+        if text.utf8.allSatisfy(isKept) { return text }
         var output: [UInt8] = []
         output.reserveCapacity(text.utf8.count)
         for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+            if isKept(byte) {
                 output.append(byte)
-            case _ where marks.contains(byte):
-                output.append(byte)
-            case UInt8(ascii: " ") where spaceAsPlus:
+            } else if byte == UInt8(ascii: " "), spaceAsPlus {
                 output.append(UInt8(ascii: "+"))
-            default:
+            } else {
                 output.append(UInt8(ascii: "%"))
-                output.append(hex[Int(byte >> 4)])
-                output.append(hex[Int(byte & 0x0f)])
+                output.append(hexDigits[Int(byte >> 4)])
+                output.append(hexDigits[Int(byte & 0x0f)])
             }
         }
         return String(decoding: output, as: UTF8.self)
