@@ -11,9 +11,7 @@ public final class FairQueue: Sendable {
 
     private struct Owner {
         var running = 0
-        /// Taken items are set to nil (see `ThreadPool`) and dropped once they are half the queue.
-        var waiting: [(@Sendable () -> Void)?] = []
-        var head = 0
+        var waiting = ReleasingQueue<@Sendable () -> Void>()
     }
 
     public init(pool: ThreadPool, share: Int) {
@@ -41,20 +39,10 @@ public final class FairQueue: Sendable {
             // The place this item held goes to the owner's next one, if any.
             let next: (@Sendable () -> Void)? = state.withLock { owners in
                 guard var entry = owners[owner] else { return nil }
-                guard entry.head < entry.waiting.count else {
+                guard let item = entry.waiting.popFirst() else {
                     entry.running -= 1
                     owners[owner] = entry.running == 0 ? nil : entry
                     return nil
-                }
-                let item = entry.waiting[entry.head]
-                entry.waiting[entry.head] = nil
-                entry.head += 1
-                if entry.head == entry.waiting.count {
-                    entry.waiting.removeAll()
-                    entry.head = 0
-                } else if entry.head > 256 && entry.head * 2 > entry.waiting.count {
-                    entry.waiting.removeFirst(entry.head)
-                    entry.head = 0
                 }
                 owners[owner] = entry
                 return item

@@ -17,10 +17,7 @@ import Darwin
 public final class ThreadPool: @unchecked Sendable {
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
-    /// Items taken are set to nil: one done must not keep what it captured (an answer's body,
-    /// a replication's batch) alive until the queue is compacted.
-    private var work: [(@Sendable () -> Void)?] = []
-    private var head = 0
+    private var work = ReleasingQueue<@Sendable () -> Void>()
     private let name: String
     private var limit: Int
     private var started = 0
@@ -69,7 +66,7 @@ public final class ThreadPool: @unchecked Sendable {
         work.append(item)
         // A waiting thread signalled but not yet awake still counts as waiting: work beyond
         // what the waiting threads will take needs a thread of its own.
-        let startsThread = work.count - head > waiting && started < limit
+        let startsThread = work.count > waiting && started < limit
         if startsThread { started += 1 }
         pthread_cond_signal(condition)
         pthread_mutex_unlock(mutex)
@@ -100,23 +97,7 @@ public final class ThreadPool: @unchecked Sendable {
     private func take() -> (@Sendable () -> Void)? {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
-        guard head < work.count else { return nil }
-        return next()
-    }
-
-    /// The next item; the mutex is held.
-    private func next() -> @Sendable () -> Void {
-        let item = work[head]!
-        work[head] = nil
-        head += 1
-        if head == work.count {
-            work.removeAll(keepingCapacity: true)
-            head = 0
-        } else if head > 256 && head * 2 > work.count {
-            work.removeFirst(head)
-            head = 0
-        }
-        return item
+        return work.popFirst()
     }
 
     private func run() {
@@ -131,11 +112,11 @@ public final class ThreadPool: @unchecked Sendable {
         while true {
             pthread_mutex_lock(mutex)
             waiting += 1
-            while head == work.count { pthread_cond_wait(condition, mutex) }
+            while work.isEmpty { pthread_cond_wait(condition, mutex) }
             waiting -= 1
-            let item = next()
+            let item = work.popFirst()
             pthread_mutex_unlock(mutex)
-            item()
+            item?()
         }
     }
 }
