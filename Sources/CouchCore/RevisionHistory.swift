@@ -1,38 +1,29 @@
 /// CouchDB's `_revisions` form of a revision's ancestry: `{"start": N, "ids": [newest, ..., oldest]}`.
+/// Held as the revisions themselves, so that an MD5 digest stays 16 bytes from the stored tree to
+/// the JSON written (a replication source writes one for every document it sends).
 public struct RevisionHistory: Sendable, Equatable {
-    public let start: Int
-    public let ids: [String]
+    /// Newest first, generations `start`, `start - 1`, ...
+    public let revisions: [RevisionID]
 
-    public init(start: Int, ids: [String]) {
-        self.start = start
-        self.ids = ids
-    }
+    public var start: Int { revisions.first?.generation ?? 0 }
+    public var ids: [String] { revisions.map(\.digest) }
 
     /// From a newest-first list of consecutive revisions.
     public init(_ revisions: [RevisionID]) {
-        start = revisions.first?.generation ?? 0
-        ids = revisions.map(\.digest)
-    }
-
-    public var revisions: [RevisionID] {
-        ids.enumerated().map { RevisionID(generation: start - $0.offset, digest: $0.element) }
+        self.revisions = revisions
     }
 
     /// Checked as CouchDB's `couch_doc:transfer_fields` checks it, with its reasons, and as a
     /// revision tree needs it (a non-empty list no longer than `start`).
     public init(json: JSONValue) throws(CouchError) {
         let (start, idValues) = try Self.checkForm(json)
-        var ids: [String] = []
-        for id in idValues.compactMap(\.stringValue) {
-            guard !id.isEmpty else { throw CouchError(.badRequest, "_revisions ids must be non-empty strings") }
-            // Digests as RevisionID holds them: 32 hex digits in lower case.
-            ids.append(RevisionID(generation: 1, digest: id).normalizedDigest)
-        }
+        let ids = idValues.compactMap(\.stringValue)
+        if ids.contains(where: \.isEmpty) { throw CouchError(.badRequest, "_revisions ids must be non-empty strings") }
         guard !ids.isEmpty, start >= ids.count else {
             throw CouchError(.badRequest, "_revisions.start is smaller than the number of ids")
         }
-        self.start = start
-        self.ids = ids
+        // Digests as a parsed revision holds them: 32 hex digits in lower case.
+        revisions = ids.enumerated().map { RevisionID(generation: start - $0.offset, normalizingDigest: $0.element) }
     }
 
     /// What CouchDB's `couch_doc:transfer_fields` checks of any document's `_revisions`: an
@@ -54,5 +45,17 @@ public struct RevisionHistory: Sendable, Equatable {
 
     public var json: JSONValue {
         .object(JSONObject([("start", JSONValue(start)), ("ids", .array(ids.map { JSONValue($0) }))]))
+    }
+
+    /// Appends `json`'s text without building it.
+    public func write(to output: inout [UInt8]) {
+        output.append(contentsOf: #"{"start":"#.utf8)
+        JSONWriter.appendInteger(start, to: &output)
+        output.append(contentsOf: #","ids":["#.utf8)
+        for (index, revision) in revisions.enumerated() {
+            if index > 0 { output.append(UInt8(ascii: ",")) }
+            revision.appendDigestJSON(to: &output)
+        }
+        output.append(contentsOf: "]}".utf8)
     }
 }

@@ -23,9 +23,20 @@ public struct RevisionID: Hashable, Comparable, Sendable, CustomStringConvertibl
 
     /// Builds an identifier from its parts without validating them.
     public init(generation: Int, digest: String) {
+        self.init(generation: generation, digest: digest, acceptingUpperCaseHex: false)
+    }
+
+    /// As `init(generation:digest:)`, but a digest of 32 hex digits in either case is held as the
+    /// bytes it spells (written back in lower case), as parsing holds it.
+    public init(generation: Int, normalizingDigest digest: String) {
+        self.init(generation: generation, digest: digest, acceptingUpperCaseHex: true)
+    }
+
+    private init(generation: Int, digest: String, acceptingUpperCaseHex: Bool) {
         self.generation = generation
         var digest = digest
-        storedDigest = digest.withUTF8 { Self.md5Halves(hex: $0, acceptingUpperCase: false) }.map { .md5($0.0, $0.1) } ?? .text(digest)
+        storedDigest = digest.withUTF8 { Self.md5Halves(hex: $0, acceptingUpperCase: acceptingUpperCaseHex) }
+            .map { .md5($0.0, $0.1) } ?? .text(digest)
     }
 
     /// An identifier whose digest spells the 16 `bytes` in lower-case hex (a new revision's MD5).
@@ -150,10 +161,23 @@ public struct RevisionID: Hashable, Comparable, Sendable, CustomStringConvertibl
 
     /// Appends the identifier as a JSON string (`"N-digest"`) without building `description`.
     public func appendJSON(to output: inout [UInt8]) {
-        if case .md5(let high, let low) = storedDigest {
+        appendJSON(to: &output, generation: true)
+    }
+
+    /// Appends the digest alone as a JSON string (an id of `_revisions`).
+    public func appendDigestJSON(to output: inout [UInt8]) {
+        appendJSON(to: &output, generation: false)
+    }
+
+    private func appendJSON(to output: inout [UInt8], generation withGeneration: Bool) {
+        func appendOpening() {
             output.append(UInt8(ascii: "\""))
+            guard withGeneration else { return }
             JSONWriter.appendInteger(generation, to: &output)
             output.append(UInt8(ascii: "-"))
+        }
+        if case .md5(let high, let low) = storedDigest {
+            appendOpening()
             withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 33) { digits in
                 Self.writeHex(high, low, into: UnsafeMutableRawBufferPointer(digits))
                 digits[32] = UInt8(ascii: "\"")
@@ -166,20 +190,12 @@ public struct RevisionID: Hashable, Comparable, Sendable, CustomStringConvertibl
             // Characters JSON needs escaped (and non-ASCII, which the writer's escaping decides on)
             // take the general path.
             for byte in bytes where byte < 0x20 || byte >= 0x80 || byte == 0x22 || byte == 0x5C { return false }
-            output.append(UInt8(ascii: "\""))
-            JSONWriter.appendInteger(generation, to: &output)
-            output.append(UInt8(ascii: "-"))
+            appendOpening()
             output.append(contentsOf: bytes)
             output.append(UInt8(ascii: "\""))
             return true
         }
-        if !plain { JSONWriter.appendString(description, to: &output) }
-    }
-
-    /// The digest with a 32-hex-digit one in lower case, as parsing leaves it.
-    var normalizedDigest: String {
-        if case .md5 = storedDigest { return digest }
-        return Self.isHex32(digest.utf8) ? digest.lowercased() : digest
+        if !plain { JSONWriter.appendString(withGeneration ? description : digest, to: &output) }
     }
 
     /// The digest as CouchDB holds it (`couch_doc:parse_revid`): 32 hexadecimal digits become

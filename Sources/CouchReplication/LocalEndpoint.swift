@@ -141,7 +141,7 @@ public final class LocalEndpoint: DatabaseEndpoint, @unchecked Sendable {
     }
 
     public func bulkGet(_ requests: [RevisionRequest]) async throws(ReplicationError) -> [FetchResult] {
-        // The database's read locks are taken once per few hundred documents, not per document.
+        // One reader connection for the batch, its snapshot brought up to date every few hundred documents.
         try await store { database in
             try database.readingInBatches { reader in
                 var results: [FetchResult] = []
@@ -229,7 +229,7 @@ public final class LocalEndpoint: DatabaseEndpoint, @unchecked Sendable {
         }
         if stored.isDeleted { json.append(contentsOf: #","_deleted":true"#.utf8) }
         json.append(contentsOf: #","_revisions":"#.utf8)
-        RevisionHistory(tree.history(of: stored.revision)).json.write(to: &json)
+        RevisionHistory(tree.history(of: stored.revision)).write(to: &json)
         json.append(UInt8(ascii: "}"))
         return json
     }

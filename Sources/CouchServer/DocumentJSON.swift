@@ -247,7 +247,7 @@ enum DocumentJSON {
         let tree = record.tree
         if options.revisions {
             output.append(contentsOf: #","_revisions":"#.utf8)
-            RevisionHistory(Array(tree.history(of: revision).prefix(options.revisionsLimit))).json.write(to: &output)
+            RevisionHistory(Array(tree.history(of: revision).prefix(options.revisionsLimit))).write(to: &output)
         }
         if options.revisionsInfo {
             output.append(contentsOf: #","_revs_info":["#.utf8)

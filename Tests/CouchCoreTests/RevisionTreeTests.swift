@@ -167,6 +167,21 @@ private let twoChild = makeTree(path("3-1aa", "2-1a", "1-1"))
         }
     }
 
+    /// `_revisions` is written as its JSON value serialises, whatever the digests' forms, and
+    /// read with hex digests in either case held as a parsed revision holds them.
+    @Test func aHistoryIsWrittenAsItsJSONAndReadNormalised() throws {
+        let history = try RevisionHistory(json: JSONValue.parse(
+            #"{"start":5,"ids":["ABCDEF0123456789ABCDEF0123456789","x\"y","\u00e9","0123456789abcdef0123456789abcdef"]}"#))
+        #expect(history.start == 5)
+        #expect(history.ids == ["abcdef0123456789abcdef0123456789", "x\"y", "\u{e9}", "0123456789abcdef0123456789abcdef"])
+        #expect(history.revisions[0] == RevisionID("5-abcdef0123456789abcdef0123456789"))
+        #expect(history.revisions[3].description == "2-0123456789abcdef0123456789abcdef")
+        var written: [UInt8] = []
+        history.write(to: &written)
+        #expect(written == history.json.serialized())
+        #expect(try JSONValue.parse(written) == history.json)
+    }
+
     static func isHex32(_ text: String) -> Bool {
         text.utf8.count == 32 && text.utf8.allSatisfy { Base16.value($0) != nil }
     }
