@@ -289,3 +289,12 @@ public enum JSONWriter {
         }
     }
 }
+
+extension Array where Element == UInt8 {
+    /// Appends a literal's bytes: a copy of known length, where appending its `utf8` view goes
+    /// through the generic sequence path (a listing appends several per row).
+    @inlinable
+    public mutating func append(literal: StaticString) {
+        append(contentsOf: UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
+    }
+}

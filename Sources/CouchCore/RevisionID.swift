@@ -71,39 +71,56 @@ public struct RevisionID: Hashable, Comparable, Sendable, CustomStringConvertibl
     /// The halves of the 16 bytes 32 hex digits spell; nil for anything else, and for upper-case
     /// digits unless accepted (an identifier built from unvalidated parts keeps them as written).
     private static func md5Halves(hex bytes: UnsafeBufferPointer<UInt8>, acceptingUpperCase: Bool) -> (UInt64, UInt64)? {
-        guard bytes.count == 32 else { return nil }
+        guard bytes.count == 32, let source = bytes.baseAddress else { return nil }
+        // Table lookups without branches: digits and letters come in random order, and a branch
+        // per digit mispredicted about every other one (most of the cost of reading a listing's
+        // revisions). Any byte that is no digit has its high bit set in the table.
+        let table = acceptingUpperCase ? hexValuesAnyCase : hexValuesLowerCase
         var high: UInt64 = 0, low: UInt64 = 0
-        for index in 0..<16 {
-            guard let first = nibble(bytes[index], acceptingUpperCase),
-                  let second = nibble(bytes[16 + index], acceptingUpperCase) else { return nil }
-            high = high << 4 | UInt64(first)
-            low = low << 4 | UInt64(second)
+        var invalid: UInt8 = 0
+        table.withUnsafeBufferPointer { values in
+            for index in 0..<16 {
+                let first = values[Int(source[index])], second = values[Int(source[16 + index])]
+                invalid |= first | second
+                high = high << 4 | UInt64(first)
+                low = low << 4 | UInt64(second)
+            }
         }
-        return (high, low)
+        return invalid & 0x80 == 0 ? (high, low) : nil
     }
 
-    @inline(__always)
-    private static func nibble(_ byte: UInt8, _ acceptingUpperCase: Bool) -> UInt8? {
-        let digit = byte &- UInt8(ascii: "0")
-        if digit < 10 { return digit }
-        let lowered = byte | 0x20  // 'A'-'F' become 'a'-'f'; no other byte lands there
-        guard acceptingUpperCase || lowered == byte else { return nil }
-        let letter = lowered &- UInt8(ascii: "a")
-        return letter < 6 ? letter + 10 : nil
+    private static let hexValuesLowerCase = hexValues(acceptingUpperCase: false)
+    private static let hexValuesAnyCase = hexValues(acceptingUpperCase: true)
+
+    /// Each byte's value as a hex digit; 0xff for a byte that is none.
+    private static func hexValues(acceptingUpperCase: Bool) -> [UInt8] {
+        (0...255).map { (byte: Int) -> UInt8 in
+            switch UInt8(byte) {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): UInt8(byte) - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): UInt8(byte) - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F") where acceptingUpperCase: UInt8(byte) - UInt8(ascii: "A") + 10
+            default: 0xff
+            }
+        }
     }
 
     private static func writeHex(_ high: UInt64, _ low: UInt64, into buffer: UnsafeMutableRawBufferPointer) {
-        for index in 0..<16 {
-            let shift = UInt64(60 - 4 * index)
-            buffer[index] = hexDigit(high >> shift)
-            buffer[16 + index] = hexDigit(low >> shift)
+        hexPairs.withUnsafeBufferPointer { pairs in
+            for index in 0..<8 {
+                let shift = UInt64(56 - 8 * index)
+                buffer.storeBytes(of: pairs[Int(truncatingIfNeeded: (high >> shift) & 0xff)], toByteOffset: 2 * index,
+                                  as: UInt16.self)
+                buffer.storeBytes(of: pairs[Int(truncatingIfNeeded: (low >> shift) & 0xff)], toByteOffset: 16 + 2 * index,
+                                  as: UInt16.self)
+            }
         }
     }
 
-    @inline(__always)
-    private static func hexDigit(_ value: UInt64) -> UInt8 {
-        let nibble = UInt8(truncatingIfNeeded: value & 0xf)
-        return nibble < 10 ? nibble &+ UInt8(ascii: "0") : nibble &+ (UInt8(ascii: "a") &- 10)
+    /// Each byte's two lower-case hex digits, as stored in memory (first digit first).
+    private static let hexPairs: [UInt16] = (0...255).map { (byte: Int) -> UInt16 in
+        let digits = Array("0123456789abcdef".utf8)
+        let pair = [digits[byte >> 4], digits[byte & 0xf]]
+        return pair.withUnsafeBytes { $0.loadUnaligned(as: UInt16.self) }
     }
 
     /// Parses `N-digest`. `N` is decimal digits only (no sign, no spaces; leading zeros are accepted

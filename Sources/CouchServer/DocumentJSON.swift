@@ -140,12 +140,12 @@ enum DocumentJSON {
 
     private static func write(_ revision: StoredRevision, body: UnsafeRawBufferPointer, record: DocumentRecord?,
                               options: DocumentRenderOptions, into output: inout [UInt8]) throws {
-        output.append(contentsOf: #"{"_id":"#.utf8)
+        output.append(literal: #"{"_id":"#)
         JSONWriter.appendString(revision.id.rawValue, to: &output)
-        output.append(contentsOf: #","_rev":"#.utf8)
+        output.append(literal: #","_rev":"#)
         revision.revision.appendJSON(to: &output)
         appendMembers(of: body, to: &output)
-        if revision.isDeleted { output.append(contentsOf: #","_deleted":true"#.utf8) }
+        if revision.isDeleted { output.append(literal: #","_deleted":true"#) }
         if let record {
             appendMetadata(revision.revision, record: record, options: options, to: &output)
         }
@@ -191,11 +191,11 @@ enum DocumentJSON {
     private static func appendAttachments(_ revision: StoredRevision, record: DocumentRecord?,
                                           options: AttachmentRenderOptions, to output: inout [UInt8]) throws {
         let sending = Set(options.sending(revision, record: record).map(\.name))
-        output.append(contentsOf: #","_attachments":{"#.utf8)
+        output.append(literal: #","_attachments":{"#)
         for (index, attachment) in revision.attachments.enumerated() {
             if index > 0 { output.append(UInt8(ascii: ",")) }
             JSONWriter.appendString(attachment.name, to: &output)
-            output.append(contentsOf: #":{"content_type":"#.utf8)
+            output.append(literal: #":{"content_type":"#)
             JSONWriter.appendString(attachment.contentType, to: &output)
             output.append(contentsOf: #","revpos":\#(attachment.revpos),"digest":"#.utf8)
             JSONWriter.appendString(attachment.digest, to: &output)
@@ -207,12 +207,12 @@ enum DocumentJSON {
                 output.append(contentsOf: #","length":\#(attachment.length),"follows":true"#.utf8)
                 encodingInfo = true
             } else {
-                output.append(contentsOf: #","data":""#.utf8)
+                output.append(literal: #","data":""#)
                 Base64.encode(try options.identityData(attachment, of: revision), into: &output)
                 output.append(UInt8(ascii: "\""))
             }
             if encodingInfo, let encoding = attachment.encoding {
-                output.append(contentsOf: #","encoding":"#.utf8)
+                output.append(literal: #","encoding":"#)
                 JSONWriter.appendString(encoding, to: &output)
                 output.append(contentsOf: #","encoded_length":\#(attachment.storedLength)"#.utf8)
             }
@@ -224,7 +224,7 @@ enum DocumentJSON {
     static func renderLocal(_ document: LocalDocument) -> [UInt8] {
         var output: [UInt8] = Array(#"{"_id":"#.utf8)
         JSONWriter.appendString(document.id.rawValue, to: &output)
-        output.append(contentsOf: #","_rev":"#.utf8)
+        output.append(literal: #","_rev":"#)
         JSONWriter.appendString(document.revisionID.description, to: &output)
         appendMembers(of: document.body, to: &output)
         output.append(UInt8(ascii: "}"))
@@ -246,18 +246,18 @@ enum DocumentJSON {
                                        to output: inout [UInt8]) {
         let tree = record.tree
         if options.revisions {
-            output.append(contentsOf: #","_revisions":"#.utf8)
+            output.append(literal: #","_revisions":"#)
             RevisionHistory(Array(tree.history(of: revision).prefix(options.revisionsLimit))).write(to: &output)
         }
         if options.revisionsInfo {
-            output.append(contentsOf: #","_revs_info":["#.utf8)
+            output.append(literal: #","_revs_info":["#)
             for (index, ancestor) in tree.history(of: revision).enumerated() {
                 if index > 0 { output.append(UInt8(ascii: ",")) }
-                output.append(contentsOf: #"{"rev":"#.utf8)
+                output.append(literal: #"{"rev":"#)
                 JSONWriter.appendString(ancestor.description, to: &output)
-                output.append(contentsOf: #","status":""#.utf8)
+                output.append(literal: #","status":""#)
                 output.append(contentsOf: (tree.status(of: ancestor) ?? .missing).rawValue.utf8)
-                output.append(contentsOf: #""}"#.utf8)
+                output.append(literal: #""}"#)
             }
             output.append(UInt8(ascii: "]"))
         }
@@ -270,7 +270,7 @@ enum DocumentJSON {
             if !deleted.isEmpty { appendRevisionList("_deleted_conflicts", deleted, to: &output) }
         }
         if options.localSequence {
-            output.append(contentsOf: #","_local_seq":"#.utf8)
+            output.append(literal: #","_local_seq":"#)
             output.append(contentsOf: String(record.sequence).utf8)
         }
     }
@@ -278,7 +278,7 @@ enum DocumentJSON {
     static func appendRevisionList(_ name: String, _ revisions: [RevisionID], to output: inout [UInt8]) {
         output.append(UInt8(ascii: ","))
         JSONWriter.appendString(name, to: &output)
-        output.append(contentsOf: ":[".utf8)
+        output.append(literal: ":[")
         for (index, revision) in revisions.enumerated() {
             if index > 0 { output.append(UInt8(ascii: ",")) }
             revision.appendJSON(to: &output)

@@ -158,8 +158,9 @@ final class StreamConnection: @unchecked Sendable {
             if wakePending || finished { return 0 }
             // The buffer is the connection's send space in libmicrohttpd's pool, mostly touched
             // (zeroed) while the request was read; nothing in it is needed until the next write,
-            // so a waiting feed gives its pages back (~30 KB each, most of a feed's memory).
-            if buffer.count >= 16 * 1024, let start = buffer.baseAddress {
+            // so a waiting feed gives its pages back (~30 KB each, most of a feed's memory). A
+            // listing waits for its next page only briefly, and would fault them in again.
+            if stream.waitsForEvents, buffer.count >= 16 * 1024, let start = buffer.baseAddress {
                 couchette_release_pages(start, buffer.count)
             }
             suspended = true

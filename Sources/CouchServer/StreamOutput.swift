@@ -14,6 +14,14 @@ struct StreamOutput {
         offset = 0
     }
 
+    /// Starts handing out `next`; answers the buffer handed out before, for the producer to reuse.
+    mutating func replace(with next: [UInt8]) -> [UInt8] {
+        let previous = bytes
+        bytes = next
+        offset = 0
+        return previous
+    }
+
     /// Copies as many pending bytes as fit into `buffer`; 0 when none are pending.
     mutating func copy(into buffer: UnsafeMutableRawBufferPointer) -> Int {
         let count = min(buffer.count, bytes.count - offset)
@@ -23,33 +31,5 @@ struct StreamOutput {
         }
         offset += count
         return count
-    }
-}
-
-/// A listing streamed a page at a time (`_all_docs`, a view): `produce` appends the next page
-/// to `output` (or sets `finished`) whenever the connection has taken everything before it.
-protocol PagedListingStream: ResponseStream {
-    var output: StreamOutput { get set }
-    var finished: Bool { get }
-    func produce() throws
-}
-
-extension PagedListingStream {
-    func start(wake: @escaping @Sendable () -> Void) {}
-    func close() {}
-
-    func read(into buffer: UnsafeMutableRawBufferPointer) -> StreamChunk {
-        if output.isDrained {
-            output.reset()
-            if finished { return .end }
-            do {
-                try produce()
-            } catch {
-                // The status line is gone already; end the body where it stands.
-                return .end
-            }
-        }
-        let count = output.copy(into: buffer)
-        return count > 0 ? .data(count) : .end
     }
 }

@@ -12,11 +12,11 @@ struct ChangeRowWriter: Sendable {
 
     /// `body`: the stored body when borrowed from the statement (`row.body` is then nil).
     func append(_ row: ChangeRow, body borrowed: UnsafeRawBufferPointer? = nil, to output: inout [UInt8]) throws {
-        output.append(contentsOf: #"{"seq":"#.utf8)
+        output.append(literal: #"{"seq":"#)
         UpdateSequence(row.sequence).appendJSON(to: &output)
-        output.append(contentsOf: #","id":"#.utf8)
+        output.append(literal: #","id":"#)
         JSONWriter.appendString(row.id.rawValue, to: &output)
-        output.append(contentsOf: #","changes":["#.utf8)
+        output.append(literal: #","changes":["#)
         if allLeaves, let leaves = row.tree?.leaves {
             for (index, leaf) in leaves.enumerated() {
                 if index > 0 { output.append(UInt8(ascii: ",")) }
@@ -26,9 +26,9 @@ struct ChangeRowWriter: Sendable {
             Self.appendChange(row.winner, to: &output)  // the usual row: no array of one
         }
         output.append(UInt8(ascii: "]"))
-        if row.isDeleted { output.append(contentsOf: #","deleted":true"#.utf8) }
+        if row.isDeleted { output.append(literal: #","deleted":true"#) }
         if includeDocs, borrowed != nil || row.body != nil {
-            output.append(contentsOf: #","doc":"#.utf8)
+            output.append(literal: #","doc":"#)
             var options = DocumentRenderOptions(reader: reader)
             options.conflicts = conflicts
             options.attachments = attachments
@@ -43,7 +43,7 @@ struct ChangeRowWriter: Sendable {
     }
 
     private static func appendChange(_ revision: RevisionID, to output: inout [UInt8]) {
-        output.append(contentsOf: #"{"rev":"#.utf8)
+        output.append(literal: #"{"rev":"#)
         revision.appendJSON(to: &output)
         output.append(UInt8(ascii: "}"))
     }

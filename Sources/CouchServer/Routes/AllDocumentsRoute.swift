@@ -99,9 +99,10 @@ enum AllDocumentsRoute {
                                       updateSequence: updateSequence)
         }
         guard let keys else {
-            let stream = AllDocumentsStream(database: database, query: query, includeDocs: includeDocs, render: render,
-                                            updateSequence: updateSequence)
-            return HTTPResponse(status: 200, headers: [("Content-Type", HTTPResponse.jsonContentType)], body: .stream(stream))
+            let pages = AllDocumentsPages(database: database, query: query, includeDocs: includeDocs, render: render,
+                                          updateSequence: updateSequence)
+            return HTTPResponse(status: 200, headers: [("Content-Type", HTTPResponse.jsonContentType)],
+                                body: .stream(ListingStream(pages)))
         }
         guard var keyList = keys.arrayValue else { throw CouchError.badRequest("`keys` must be an array") }
         // `_design_docs` lists design documents only: CouchDB leaves other keys out, unanswered.
@@ -122,13 +123,13 @@ enum AllDocumentsRoute {
         let rows = Array(listed.dropFirst(query.skip).prefix(query.limit ?? Int.max))
         var counting = query
         counting.startKey = nil
-        var output = AllDocumentsStream.prelude(total: try database.allDocumentsPosition(counting).total, offset: nil,
+        var output = AllDocumentsPages.prelude(total: try database.allDocumentsPosition(counting).total, offset: nil,
                                                 updateSequence: updateSequence)
         for (index, row) in rows.enumerated() {
             output.append(contentsOf: index == 0 ? "\n".utf8 : ",\n".utf8)
             try row.write(to: &output, includeDocs: includeDocs, render: render)
         }
-        output.append(contentsOf: AllDocumentsStream.epilogue)
+        output.append(contentsOf: AllDocumentsPages.epilogue)
         return .json(200, bytes: output)
     }
 
@@ -151,25 +152,25 @@ enum AllDocumentsRoute {
         for (index, row) in rows.enumerated() {
             output.append(contentsOf: index == 0 ? "\n".utf8 : ",\n".utf8)
             guard let document = row.document else {
-                output.append(contentsOf: #"{"key":"#.utf8)
+                output.append(literal: #"{"key":"#)
                 row.key.write(to: &output)
-                output.append(contentsOf: #","error":"not_found"}"#.utf8)
+                output.append(literal: #","error":"not_found"}"#)
                 continue
             }
-            output.append(contentsOf: #"{"id":"#.utf8)
+            output.append(literal: #"{"id":"#)
             JSONWriter.appendString(document.id.rawValue, to: &output)
-            output.append(contentsOf: #","key":"#.utf8)
+            output.append(literal: #","key":"#)
             JSONWriter.appendString(document.id.rawValue, to: &output)
-            output.append(contentsOf: #","value":{"rev":"#.utf8)
+            output.append(literal: #","value":{"rev":"#)
             JSONWriter.appendString(document.revisionID.description, to: &output)
             output.append(UInt8(ascii: "}"))
             if includeDocs {
-                output.append(contentsOf: #","doc":"#.utf8)
+                output.append(literal: #","doc":"#)
                 output.append(contentsOf: DocumentJSON.renderLocal(document))
             }
             output.append(UInt8(ascii: "}"))
         }
-        output.append(contentsOf: AllDocumentsStream.epilogue)
+        output.append(contentsOf: AllDocumentsPages.epilogue)
         return .json(200, bytes: output)
     }
 
@@ -190,23 +191,23 @@ enum AllDocumentsRoute {
         func write(to output: inout [UInt8], includeDocs: Bool, render: DocumentRenderOptions,
                    body borrowed: UnsafeRawBufferPointer? = nil) throws {
             guard let row else {
-                output.append(contentsOf: #"{"key":"#.utf8)
+                output.append(literal: #"{"key":"#)
                 (key ?? .null).write(to: &output)
-                output.append(contentsOf: #","error":"not_found"}"#.utf8)
+                output.append(literal: #","error":"not_found"}"#)
                 return
             }
-            output.append(contentsOf: #"{"id":"#.utf8)
+            output.append(literal: #"{"id":"#)
             JSONWriter.appendString(row.id.rawValue, to: &output)
-            output.append(contentsOf: #","key":"#.utf8)
+            output.append(literal: #","key":"#)
             if let key { key.write(to: &output) } else { JSONWriter.appendString(row.id.rawValue, to: &output) }
-            output.append(contentsOf: #","value":{"rev":"#.utf8)
+            output.append(literal: #","value":{"rev":"#)
             row.winner.appendJSON(to: &output)
-            if row.isDeleted { output.append(contentsOf: #","deleted":true"#.utf8) }
+            if row.isDeleted { output.append(literal: #","deleted":true"#) }
             output.append(UInt8(ascii: "}"))
             if includeDocs {
-                output.append(contentsOf: #","doc":"#.utf8)
+                output.append(literal: #","doc":"#)
                 if row.isDeleted {
-                    output.append(contentsOf: "null".utf8)
+                    output.append(literal: "null")
                 } else {
                     let revision = StoredRevision(id: row.id, revision: row.winner, isDeleted: false, body: row.body ?? [],
                                                   attachments: row.attachments)

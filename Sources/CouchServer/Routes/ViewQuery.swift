@@ -124,6 +124,11 @@ final class ViewQuery: @unchecked Sendable {
         return Array((text + #""rows":["#).utf8)
     }
 
+    /// Whether `nextRows` has nothing more to answer (so a listing can end without asking it again).
+    var isExhausted: Bool {
+        isReduce ? reduced?.isEmpty == true : rangeIndex >= ranges.count || remaining <= 0
+    }
+
     /// The next rows, or nil when there are no more.
     func nextRows() throws -> [[UInt8]]? {
         if isReduce {

@@ -1,9 +1,8 @@
 import CouchCore
 import CouchStore
 
-/// An `_all_docs` listing written a page of rows at a time as the client reads it, so a
-/// listing of every document never sits in memory whole.
-final class AllDocumentsStream: PagedListingStream, @unchecked Sendable {
+/// An `_all_docs` listing's pages (`ListingStream` sends them), each of up to `pageSize` rows.
+final class AllDocumentsPages: ListingPages {
     private let database: Database
     private var query: AllDocumentsQuery
     private let includeDocs: Bool
@@ -11,9 +10,7 @@ final class AllDocumentsStream: PagedListingStream, @unchecked Sendable {
     private let updateSequence: Int?
     private var remaining: Int
     private var written = 0
-    var output = StreamOutput()
     private var started = false
-    private(set) var finished = false
     private static let pageSize = 500
 
     init(database: Database, query: AllDocumentsQuery, includeDocs: Bool, render: DocumentRenderOptions,
@@ -35,18 +32,18 @@ final class AllDocumentsStream: PagedListingStream, @unchecked Sendable {
 
     static let epilogue = Array("\n]}\n".utf8)
 
-    private func append(_ row: AllDocumentsRow, body: UnsafeRawBufferPointer?) throws {
-        output.bytes.append(contentsOf: written == 0 ? "\n".utf8 : ",\n".utf8)
+    private func append(_ row: AllDocumentsRow, body: UnsafeRawBufferPointer?, to page: inout [UInt8]) throws {
+        page.append(literal: written == 0 ? "\n" : ",\n")
         try AllDocumentsRoute.RowOutput(key: nil, row: row)
-            .write(to: &output.bytes, includeDocs: includeDocs, render: render, body: includeDocs ? body : nil)
+            .write(to: &page, includeDocs: includeDocs, render: render, body: includeDocs ? body : nil)
         written += 1
     }
 
-    func produce() throws {
+    func nextPage(into output: inout [UInt8]) throws -> Bool {
         if !started {
             started = true
             let position = try database.allDocumentsPosition(query)
-            output.bytes = Self.prelude(total: position.total, offset: position.offset, updateSequence: updateSequence)
+            output = Self.prelude(total: position.total, offset: position.offset, updateSequence: updateSequence)
         }
         var page = query
         page.limit = min(Self.pageSize, remaining)
@@ -56,22 +53,21 @@ final class AllDocumentsStream: PagedListingStream, @unchecked Sendable {
             // Rows go from the statement into the output, each body copied once. (Inline
             // attachments read the attachment store, so they take the path below.)
             try database.forEachDocument(page) { row, body in
-                try append(row, body: body)
+                try append(row, body: body, to: &output)
                 count += 1
                 last = row.id.rawValue
             }
         } else if remaining > 0 {
             let rows = try database.allDocuments(page)
-            for row in rows { try append(row, body: nil) }
+            for row in rows { try append(row, body: nil, to: &output) }
             count = rows.count
             last = rows.last?.id.rawValue
         }
         remaining -= count
         query.skip = 0
         query.after = last ?? query.after
-        if count < page.limit ?? 0 || remaining == 0 {
-            output.bytes.append(contentsOf: Self.epilogue)
-            finished = true
-        }
+        guard count < page.limit ?? 0 || remaining == 0 else { return false }
+        output.append(contentsOf: Self.epilogue)
+        return true
     }
 }

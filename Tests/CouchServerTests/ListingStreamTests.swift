@@ -1,0 +1,81 @@
+import CouchCore
+import CouchTestSupport
+import Foundation
+import Testing
+
+/// A long listing (`_all_docs`, a view) is sent a page of 500 rows at a time while the pages
+/// after it are written on another thread: every row arrives once and in order across the
+/// pages' bounds, many long listings at once all complete (more than the threads that write
+/// pages), and clients that hang up mid-listing leave the server serving.
+@Suite struct ListingStreamTests {
+    static let documents = 1_700
+
+    static func start() throws -> TestServer {
+        let server = try TestServer()
+        try server.createDatabase("db")
+        for start in stride(from: 0, to: documents, by: 500) {
+            let docs = (start..<min(start + 500, documents))
+                .map { String(format: #"{"_id":"d%04d","n":%d,"text":"%@"}"#, $0, $0, String(repeating: "x", count: 200)) }
+            #expect(try server.json("POST", "/db/_bulk_docs", body: #"{"docs":[\#(docs.joined(separator: ","))]}"#).status == 201)
+        }
+        _ = try server.put("db", "_design/v", #"{"views":{"by_n":{"map":"function (doc) { if (doc.n !== undefined) emit(doc.n, doc._id); }"}}}"#)
+        return server
+    }
+
+    static func ids(_ json: JSONValue) -> [String] {
+        (json["rows"]?.arrayValue ?? []).compactMap { $0["id"]?.stringValue }
+    }
+
+    @Test func everyRowArrivesOnceAndInOrderAcrossPages() throws {
+        let server = try Self.start()
+        defer { server.stop() }
+        let expected = ["_design/v"] + (0..<Self.documents).map { String(format: "d%04d", $0) }
+
+        let all = try server.json("GET", "/db/_all_docs?include_docs=true").json
+        #expect(all["total_rows"] == JSONValue(expected.count))
+        #expect(Self.ids(all) == expected)
+        let rows = try #require(all["rows"]?.arrayValue)
+        #expect(rows.dropFirst().enumerated().allSatisfy { $0.element["doc"]?["n"] == JSONValue($0.offset) })
+        #expect(rows.allSatisfy { $0["value"]?["rev"] == $0["doc"]?["_rev"] && $0["doc"]?["_id"] == $0["id"] })
+
+        let backwards = try server.json("GET", "/db/_all_docs?descending=true&skip=7&limit=1200").json
+        #expect(Self.ids(backwards) == Array(expected.reversed().dropFirst(7).prefix(1200)))
+
+        let view = try server.json("GET", "/db/_design/v/_view/by_n?skip=3&limit=1500").json
+        let keys = (view["rows"]?.arrayValue ?? []).map { $0["key"]?.intValue ?? -1 }
+        #expect(keys == Array(3..<1503))
+        #expect(view["offset"] == 3)
+    }
+
+    @Test func manyLongListingsAtOnceEachComplete() throws {
+        let server = try Self.start()
+        defer { server.stop() }
+        // Each listing stays open until read: more of them than the threads that write pages.
+        let connections = try (0..<24).map { _ in try HTTPTestConnection(port: server.port) }
+        defer { connections.forEach { $0.close() } }
+        for (index, connection) in connections.enumerated() {
+            let path = index % 2 == 0 ? "/db/_all_docs?include_docs=true" : "/db/_design/v/_view/by_n?include_docs=true"
+            #expect(try connection.startStreaming("GET", path).status == 200)
+        }
+        for (index, connection) in connections.enumerated() {
+            let body = try connection.readToEnd(timeout: 30)
+            let json = try JSONValue.parse(body)
+            #expect(json["rows"]?.arrayValue?.count == Self.documents + (index % 2 == 0 ? 1 : 0))
+            #expect(json["rows"]?.arrayValue?.last?["doc"]?["n"] == JSONValue(Self.documents - 1))
+        }
+    }
+
+    @Test func clientsHangingUpMidListingLeaveTheServerServing() throws {
+        let server = try Self.start()
+        defer { server.stop() }
+        for _ in 0..<20 {
+            let connection = try HTTPTestConnection(port: server.port)
+            #expect(try connection.startStreaming("GET", "/db/_all_docs?include_docs=true").status == 200)
+            #expect(try connection.readLine(timeout: 10)?.hasPrefix(#"{"total_rows":1701"#) == true)
+            connection.close()
+        }
+        let all = try server.json("GET", "/db/_all_docs").json
+        #expect(all["rows"]?.arrayValue?.count == Self.documents + 1)
+        #expect(try server.json("GET", "/").status == 200)
+    }
+}
