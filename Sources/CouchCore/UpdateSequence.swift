@@ -60,11 +60,33 @@ public struct UpdateSequence: Sendable, Hashable, Comparable, CustomStringConver
         JSONWriter.appendInteger(number, to: &output)
         output.append(UInt8(ascii: "-"))
         output.append(contentsOf: Self.encodedHead)
-        var term = ExternalTermWriter(fragment: true)
-        term.appendRaw(Self.carry[...])
-        term.integer(number)
-        term.appendRaw(Self.tail[...])
-        Self.appendBase64URL(term.bytes, to: &output)
+        guard number >= 0, number <= Int(Int32.max) else {
+            var term = ExternalTermWriter(fragment: true)
+            term.appendRaw(Self.carry[...])
+            term.integer(number)
+            term.appendRaw(Self.tail[...])
+            return Self.appendBase64URL(term.bytes, to: &output)
+        }
+        // The term's varying part on the stack (a feed writes one for every row), its number
+        // as `ExternalTermWriter.integer` writes one of 32 bits (`SMALL_INTEGER_EXT`, `INTEGER_EXT`).
+        let (carry, tail) = (Self.carry, Self.tail)
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: carry.count + 5 + tail.count) { term in
+            var count = 0
+            func put(_ byte: UInt8) {
+                term[count] = byte
+                count += 1
+            }
+            carry.forEach(put)
+            if number <= 255 {
+                put(97)
+                put(UInt8(number))
+            } else {
+                put(98)
+                for shift in stride(from: 24, through: 0, by: -8) { put(UInt8(truncatingIfNeeded: number >> shift)) }
+            }
+            tail.forEach(put)
+            Self.appendBase64URL(UnsafeBufferPointer(rebasing: term[..<count]), to: &output)
+        }
     }
 
     /// The number of a sequence as a client sends it back: `12`, `"12"`, `12-g1AAAA...` or
@@ -94,26 +116,32 @@ public struct UpdateSequence: Sendable, Hashable, Comparable, CustomStringConver
 
     /// RFC 4648 §5 without padding, as CouchDB's `couch_util:encodeBase64Url`.
     static func appendBase64URL(_ bytes: [UInt8], to output: inout [UInt8]) {
+        bytes.withUnsafeBufferPointer { appendBase64URL($0, to: &output) }
+    }
+
+    static func appendBase64URL(_ bytes: UnsafeBufferPointer<UInt8>, to output: inout [UInt8]) {
         // Encoded on the stack and appended at once: a feed writes one for every row.
-        let count = bytes.count / 3 * 4 + [0, 2, 3][bytes.count % 3]
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: count) { encoded in
-            var index = 0, position = 0
-            func emit(_ chunk: UInt32, _ digits: Int) {
-                for digit in 0..<digits {
-                    encoded[position] = alphabet[Int(chunk >> (18 - 6 * UInt32(digit)) & 63)]
-                    position += 1
+        let count = bytes.count / 3 * 4 + (bytes.count % 3 == 0 ? 0 : bytes.count % 3 + 1)
+        alphabet.withUnsafeBufferPointer { alphabet in
+            withUnsafeTemporaryAllocation(of: UInt8.self, capacity: count) { encoded in
+                var index = 0, position = 0
+                func emit(_ chunk: UInt32, _ digits: Int) {
+                    for digit in 0..<digits {
+                        encoded[position] = alphabet[Int(chunk >> (18 - 6 * UInt32(digit)) & 63)]
+                        position += 1
+                    }
                 }
+                while index + 2 < bytes.count {
+                    emit(UInt32(bytes[index]) << 16 | UInt32(bytes[index + 1]) << 8 | UInt32(bytes[index + 2]), 4)
+                    index += 3
+                }
+                switch bytes.count - index {
+                case 1: emit(UInt32(bytes[index]) << 16, 2)
+                case 2: emit(UInt32(bytes[index]) << 16 | UInt32(bytes[index + 1]) << 8, 3)
+                default: break
+                }
+                output.append(contentsOf: encoded)
             }
-            while index + 2 < bytes.count {
-                emit(UInt32(bytes[index]) << 16 | UInt32(bytes[index + 1]) << 8 | UInt32(bytes[index + 2]), 4)
-                index += 3
-            }
-            switch bytes.count - index {
-            case 1: emit(UInt32(bytes[index]) << 16, 2)
-            case 2: emit(UInt32(bytes[index]) << 16 | UInt32(bytes[index + 1]) << 8, 3)
-            default: break
-            }
-            output.append(contentsOf: encoded)
         }
     }
 }

@@ -61,6 +61,28 @@ import Testing
         }
     }
 
+    /// The sequence's term for any number, written on the stack for numbers of 32 bits, is the
+    /// one `ExternalTermWriter` writes whole: at each bound of the integer's forms.
+    @Test(arguments: [0, 1, 255, 256, 65_535, 70_000, Int(Int32.max), Int(Int32.max) + 1, Int.max])
+    func everyNumbersTermIsTheWholeTermsEncoding(number: Int) {
+        var term = ExternalTermWriter()
+        term.listHeader(1)
+        term.tupleHeader(3)
+        term.atom("nonode@nohost")
+        term.listHeader(2)
+        term.integer(0)
+        term.integer(4_294_967_295)
+        term.endList()
+        term.tupleHeader(3)
+        term.integer(number)
+        term.binary([UInt8]())
+        term.atom("nonode@nohost")
+        term.endList()
+        let opaque = Data(term.bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-")
+            .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        #expect(UpdateSequence(number).description == "\(number)-\(opaque)")
+    }
+
     @Test func writesCouchDBsFormAndReadsEveryForm() throws {
         // [{nonode@nohost, [0, 4294967295], {250, <<>>, nonode@nohost}}] in base64url, no padding.
         let text = UpdateSequence(250).description
