@@ -188,6 +188,33 @@ struct _ByteWriter {
 
     private static let hexDigits: StaticString = "0123456789abcdef"
 
+    /// Whether any of the 8 bytes is `"`, `\` or a control character.
+    @inline(__always)
+    static func hasSpecialByte(_ x: UInt64) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        let control = (x &- ones &* 0x20) & ~x & highs
+        let q = x ^ (ones &* 0x22)
+        let bs = x ^ (ones &* 0x5C)
+        return control | ((q &- ones) & ~q & highs) | ((bs &- ones) & ~bs & highs) != 0
+    }
+
+    /// Whether a JSON string of these bytes needs any escape.
+    static func needsEscaping(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard let source = bytes.baseAddress else { return false }
+        var i = 0
+        while i + 8 <= bytes.count {
+            if hasSpecialByte(UnsafeRawPointer(source + i).loadUnaligned(as: UInt64.self)) { return true }
+            i += 8
+        }
+        while i < bytes.count {
+            let byte = source[i]
+            if byte < 0x20 || byte == 0x22 || byte == 0x5C { return true }
+            i += 1
+        }
+        return false
+    }
+
     /// Appends the bytes as a quoted JSON string, escaping `"`, `\` and control characters.
     mutating func appendEscaped(_ bytes: UnsafeBufferPointer<UInt8>) {
         let n = bytes.count
@@ -202,17 +229,9 @@ struct _ByteWriter {
         }
         var runStart = 0
         var i = 0
-        let ones: UInt64 = 0x0101_0101_0101_0101
-        let highs: UInt64 = 0x8080_8080_8080_8080
         while i < n {
             // Skip 8 bytes at a time when none needs escaping (bytes >= 0x80 are written as-is).
-            while i + 8 <= n {
-                let x = UnsafeRawPointer(source + i).loadUnaligned(as: UInt64.self)
-                let control = (x &- ones &* 0x20) & ~x & highs
-                let q = x ^ (ones &* 0x22)
-                let bs = x ^ (ones &* 0x5C)
-                let special = control | ((q &- ones) & ~q & highs) | ((bs &- ones) & ~bs & highs)
-                if special != 0 { break }
+            while i + 8 <= n, !Self.hasSpecialByte(UnsafeRawPointer(source + i).loadUnaligned(as: UInt64.self)) {
                 i += 8
             }
             if i >= n { break }
@@ -281,6 +300,14 @@ public enum JSONWriter {
     }
 
     static func appendEscaped(_ bytes: UnsafeBufferPointer<UInt8>, to output: inout [UInt8]) {
+        // Most strings (IDs, keys, revisions) need no escape: appended as they are, without a
+        // copy on the stack first.
+        if !_ByteWriter.needsEscaping(bytes) {
+            output.append(UInt8(ascii: "\""))
+            output.append(contentsOf: bytes)
+            output.append(UInt8(ascii: "\""))
+            return
+        }
         withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 512) { stackBuffer in
             var writer = _ByteWriter(initial: stackBuffer)
             defer { writer.release() }

@@ -326,6 +326,25 @@ private func parseError(_ text: String) -> JSONParseError? {
         #expect(String(decoding: sub, as: UTF8.self) == #"["x\"yy""#)
     }
 
+    /// A string needing no escape is appended as it is; one with a single byte to escape, at any
+    /// place (inside the 8-byte words the check reads or in the bytes after them), is escaped.
+    @Test func writerFindsTheOneByteToEscapeWherever() throws {
+        for length in 1...20 {
+            for place in 0..<length {
+                for (special, escaped) in [("\"", #"\""#), ("\\", #"\\"#), ("\n", #"\n"#), ("\u{1}", #"\u0001"#),
+                                           ("\u{1F}", #"\u001f"#), ("\u{7F}", "\u{7F}"), ("é", "é"), (" ", " ")] {
+                    var text = String(repeating: "a", count: length)
+                    let index = text.index(text.startIndex, offsetBy: place)
+                    text.replaceSubrange(index...index, with: special)
+                    var out: [UInt8] = [0x5B]
+                    JSONWriter.appendString(text, to: &out)
+                    let expected = "[\"" + text.replacingOccurrences(of: special, with: escaped) + "\""
+                    #expect(String(decoding: out, as: UTF8.self) == expected, "\(length) \(place) \(escaped)")
+                }
+            }
+        }
+    }
+
     @Test func writerHandlesLongStringsAndGrowth() throws {
         // Longer than the writer's initial stack buffer, with escapes scattered through it.
         let long = String(repeating: "abcdefgh\"ijklmnop\n", count: 2000) + "é"

@@ -3,10 +3,11 @@ import CouchTestSupport
 import Foundation
 import Testing
 
-/// A long listing (`_all_docs`, a view) is sent a page of 500 rows at a time while the pages
-/// after it are written on another thread: every row arrives once and in order across the
-/// pages' bounds, many long listings at once all complete (more than the threads that write
-/// pages), and clients that hang up mid-listing leave the server serving.
+/// A long listing (`_all_docs`, a view) is sent a page of up to 500 rows at a time while the
+/// pages after it are written on another thread: every row arrives once and in order across
+/// the pages' bounds, large documents come in smaller pages, many long listings at once all
+/// complete (more than the threads that write pages), and clients that hang up mid-listing
+/// leave the server serving.
 @Suite struct ListingStreamTests {
     static let documents = 1_700
 
@@ -45,6 +46,21 @@ import Testing
         let keys = (view["rows"]?.arrayValue ?? []).map { $0["key"]?.intValue ?? -1 }
         #expect(keys == Array(3..<1503))
         #expect(view["offset"] == 3)
+    }
+
+    /// Pages of large documents hold fewer rows (about a megabyte a page): still every row, in order.
+    @Test func largeDocumentsComeInSmallerPagesAndAllArrive() throws {
+        let server = try TestServer()
+        defer { server.stop() }
+        try server.createDatabase("big")
+        let text = String(repeating: "y", count: 150_000)
+        for index in 0..<40 {
+            #expect(try server.json("PUT", String(format: "/big/b%02d", index), body: #"{"n":\#(index),"text":"\#(text)"}"#).status == 201)
+        }
+        let all = try server.json("GET", "/big/_all_docs?include_docs=true&skip=1&limit=38").json
+        let rows = try #require(all["rows"]?.arrayValue)
+        #expect(rows.map { $0["doc"]?["n"]?.intValue ?? -1 } == Array(1...38))
+        #expect(rows.allSatisfy { $0["doc"]?["text"]?.stringValue?.count == 150_000 })
     }
 
     @Test func manyLongListingsAtOnceEachComplete() throws {
