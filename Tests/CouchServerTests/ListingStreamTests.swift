@@ -3,7 +3,7 @@ import CouchTestSupport
 import Foundation
 import Testing
 
-/// A long listing (`_all_docs`, a view) is sent a page of up to 500 rows at a time while the
+/// A long listing (`_all_docs`, a view, a normal `_changes` feed) is sent a page of up to 500 rows at a time while the
 /// pages after it are written on another thread: every row arrives once and in order across
 /// the pages' bounds, large documents come in smaller pages, many long listings at once all
 /// complete (more than the threads that write pages), and clients that hang up mid-listing
@@ -46,6 +46,29 @@ import Testing
         let keys = (view["rows"]?.arrayValue ?? []).map { $0["key"]?.intValue ?? -1 }
         #expect(keys == Array(3..<1503))
         #expect(view["offset"] == 3)
+    }
+
+    /// A normal `_changes` feed is sent the same way, batch after batch: every change once and
+    /// in order, its `last_seq` the last row's, with a limit and with a filter of IDs.
+    @Test func aNormalChangesFeedArrivesWholeAcrossBatches() throws {
+        let server = try Self.start()
+        defer { server.stop() }
+        let feed = try server.json("GET", "/db/_changes?include_docs=true").json
+        let results = try #require(feed["results"]?.arrayValue)
+        #expect(results.count == Self.documents + 1)
+        let sequences = results.compactMap { sequenceNumber($0["seq"]) }
+        #expect(sequences == Array(1...(Self.documents + 1)))
+        #expect(feed["last_seq"] == results.last?["seq"])
+        #expect(feed["pending"] == 0)
+        #expect(results.dropLast().enumerated().allSatisfy { $0.element["doc"]?["n"] == JSONValue($0.offset) })
+
+        let limited = try server.json("GET", "/db/_changes?since=10&limit=1200").json
+        #expect(limited["results"]?.arrayValue?.compactMap { sequenceNumber($0["seq"]) } == Array(11...1210))
+        #expect(limited["pending"] == JSONValue(Self.documents + 1 - 1210))
+
+        let ids = ["d0001", "d0999", "d1500"]
+        let filtered = try server.json("POST", "/db/_changes?filter=_doc_ids", body: #"{"doc_ids":["d0001","d0999","d1500"]}"#).json
+        #expect(filtered["results"]?.arrayValue?.compactMap { $0["id"]?.stringValue } == ids)
     }
 
     /// Pages of large documents hold fewer rows (about a megabyte a page): still every row, in order.

@@ -9,7 +9,10 @@ import Logging
 /// A feed whose filter runs client code (a filter function, a selector) produces its rows
 /// on the long-requests queue instead of the listener's thread, which serves many other
 /// connections: the connection waits meanwhile, and the rows wake it.
-final class ChangesFeed: ResponseStream, @unchecked Sendable {
+///
+/// A normal feed whose rows need no client code is sent as a listing (`stream`): its next
+/// batches are written on another thread while the connection sends the one before.
+final class ChangesFeed: ResponseStream, ListingPages, @unchecked Sendable {
     private let database: Database
     private let options: ChangesOptions
     /// Where rows are produced when the filter runs client code (nil: on the listener).
@@ -52,6 +55,22 @@ final class ChangesFeed: ResponseStream, @unchecked Sendable {
 
     var contentType: String {
         options.feed == .eventsource ? "text/event-stream" : "application/json"
+    }
+
+    /// What the connection reads: the feed itself, or a normal feed's batches as a listing.
+    var stream: ResponseStream {
+        options.feed == .normal && offThread == nil ? ListingStream(self) : self
+    }
+
+    /// A normal feed's next batch, as a listing's page (`produce` writes to `output.bytes`: the
+    /// page's buffer is lent to it). What `prepare` wrote is the first page.
+    func nextPage(into page: inout [UInt8]) -> Bool {
+        if output.bytes.isEmpty && !finished {
+            swap(&output.bytes, &page)
+            produce()
+        }
+        swap(&output.bytes, &page)
+        return finished
     }
 
     private var waits: Bool { options.feed != .normal }

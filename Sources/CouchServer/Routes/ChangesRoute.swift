@@ -17,6 +17,7 @@ enum ChangesRoute {
         let options = try ChangesOptions(context, body: body)
         let feed = ChangesFeed(database: database, options: options, offThread: context.server.longRequests)
         try feed.prepare()
-        return HTTPResponse(status: 200, headers: [("Content-Type", feed.contentType)], body: .stream(CountedStream(feed, metrics: context.server.metrics)))
+        return HTTPResponse(status: 200, headers: [("Content-Type", feed.contentType)],
+                            body: .stream(CountedStream(feed.stream, metrics: context.server.metrics)))
     }
 }
