@@ -71,7 +71,8 @@ import Testing
         #expect(filtered["results"]?.arrayValue?.compactMap { $0["id"]?.stringValue } == ids)
     }
 
-    /// Pages of large documents hold fewer rows (about a megabyte a page): still every row, in order.
+    /// Pages of large documents hold fewer rows (about a megabyte a page), in `_all_docs` and in
+    /// a view with its documents: still every row, in order.
     @Test func largeDocumentsComeInSmallerPagesAndAllArrive() throws {
         let server = try TestServer()
         defer { server.stop() }
@@ -80,10 +81,13 @@ import Testing
         for index in 0..<40 {
             #expect(try server.json("PUT", String(format: "/big/b%02d", index), body: #"{"n":\#(index),"text":"\#(text)"}"#).status == 201)
         }
-        let all = try server.json("GET", "/big/_all_docs?include_docs=true&skip=1&limit=38").json
-        let rows = try #require(all["rows"]?.arrayValue)
-        #expect(rows.map { $0["doc"]?["n"]?.intValue ?? -1 } == Array(1...38))
-        #expect(rows.allSatisfy { $0["doc"]?["text"]?.stringValue?.count == 150_000 })
+        _ = try server.put("big", "_design/v", #"{"views":{"by_n":{"map":"function (doc) { if (doc.n !== undefined) emit(doc.n); }"}}}"#)
+        // (`_design/v` is the first row of `_all_docs`.)
+        for path in ["/big/_all_docs?include_docs=true&skip=2&limit=38", "/big/_design/v/_view/by_n?include_docs=true&skip=1&limit=38"] {
+            let rows = try #require(try server.json("GET", path).json["rows"]?.arrayValue)
+            #expect(rows.map { $0["doc"]?["n"]?.intValue ?? -1 } == Array(1...38), "\(path)")
+            #expect(rows.allSatisfy { $0["doc"]?["text"]?.stringValue?.count == 150_000 }, "\(path)")
+        }
     }
 
     @Test func manyLongListingsAtOnceEachComplete() throws {

@@ -1,10 +1,10 @@
 import CouchCore
 import CouchStore
 
-/// An `_all_docs` listing's pages (`ListingStream` sends them): each of up to `maximumRows`
-/// rows, fewer when the documents are large, so that a page stays near `pageBytes` (a
-/// listing of 1 MB documents held 500 MB a page). Smaller pages were measured slower: each
-/// is a query and a hand-over between threads.
+/// An `_all_docs` listing's pages (`ListingStream` sends them): up to `maximumRows` rows a
+/// page, and a page ends early once it holds `pageBytes` (a listing of 1 MB documents held
+/// 500 MB a page). Smaller pages were measured slower: each is a query and a hand-over
+/// between threads.
 final class AllDocumentsPages: ListingPages {
     private let database: Database
     private var query: AllDocumentsQuery
@@ -14,9 +14,11 @@ final class AllDocumentsPages: ListingPages {
     private var remaining: Int
     private var written = 0
     private var started = false
-    private var rowsPerPage = 64  // the first page, before the rows' size is known
     private static let maximumRows = 500
     private static let pageBytes = 1024 * 1024
+    /// Rows whose attachments are written inline are read whole, a few at a time.
+    private static let rowsWithInlineAttachments = 16
+    private struct PageFull: Error {}
 
     init(database: Database, query: AllDocumentsQuery, includeDocs: Bool, render: DocumentRenderOptions,
          updateSequence: Int?) {
@@ -51,32 +53,35 @@ final class AllDocumentsPages: ListingPages {
             output = Self.prelude(total: position.total, offset: position.offset, updateSequence: updateSequence)
         }
         var page = query
-        page.limit = min(rowsPerPage, remaining)
-        let start = output.count
         var count = 0
         var last: String?
+        var full = false
         if remaining > 0 && render.attachments.mode == .stubs {
             // Rows go from the statement into the output, each body copied once. (Inline
             // attachments read the attachment store, so they take the path below.)
-            try database.forEachDocument(page) { row, body in
-                try append(row, body: body, to: &output)
-                count += 1
-                last = row.id.rawValue
+            page.limit = min(Self.maximumRows, remaining)
+            let start = output.count
+            do {
+                try database.forEachDocument(page) { row, body in
+                    try append(row, body: body, to: &output)
+                    count += 1
+                    last = row.id.rawValue
+                    if output.count - start >= Self.pageBytes { throw PageFull() }
+                }
+            } catch is PageFull {
+                full = true
             }
         } else if remaining > 0 {
+            page.limit = min(Self.rowsWithInlineAttachments, remaining)
             let rows = try database.allDocuments(page)
             for row in rows { try append(row, body: nil, to: &output) }
             count = rows.count
             last = rows.last?.id.rawValue
         }
         remaining -= count
-        if count > 0 {
-            let rowBytes = max(1, (output.count - start) / count)
-            rowsPerPage = min(Self.maximumRows, max(1, Self.pageBytes / rowBytes))
-        }
         query.skip = 0
         query.after = last ?? query.after
-        guard count < page.limit ?? 0 || remaining == 0 else { return false }
+        guard remaining == 0 || (!full && count < page.limit ?? 0) else { return false }
         output.append(contentsOf: Self.epilogue)
         return true
     }

@@ -27,7 +27,12 @@ final class ViewQuery: @unchecked Sendable {
     private var remaining: Int
     private var reduced: [[UInt8]]?
     private let partition: String?
-    private static let pageSize = 500
+    /// Rows read at a time: up to `maximumRows`, fewer when they are large, so that a page
+    /// stays near `pageBytes`, as `_all_docs`'s pages do (known once a page is written: with
+    /// documents, the first page is small).
+    private lazy var rowsPerPage = options.includeDocs ? 64 : Self.maximumRows
+    private static let maximumRows = 500
+    private static let pageBytes = 1024 * 1024
 
     /// Opens `viewName` of `design` for `options`: CouchDB's 404 for a missing view, 400s for
     /// parameters the view does not allow.
@@ -148,7 +153,7 @@ final class ViewQuery: @unchecked Sendable {
                     continue
                 }
             }
-            let wanted = min(Self.pageSize, remaining)
+            let wanted = min(rowsPerPage, remaining)
             let page = try index.rows(view: view, range: range, after: after, skip: skip, limit: wanted)
             skip = 0
             if page.count < wanted {
@@ -159,7 +164,10 @@ final class ViewQuery: @unchecked Sendable {
             }
             guard !page.isEmpty else { continue }
             remaining -= page.count
-            return try render(page)
+            let rows = try render(page)
+            let rowBytes = max(1, rows.reduce(0) { $0 + $1.count } / rows.count)
+            rowsPerPage = min(Self.maximumRows, max(1, Self.pageBytes / rowBytes))
+            return rows
         }
         return nil
     }
