@@ -253,13 +253,15 @@ extension Database {
         let columns = "doc_id, winning_rev, deleted, sequence"
             + (includeTree ? ", revision_tree" : ", NULL")
             + (includeBodies ? ", body, attachments" : ", NULL, NULL")
+        // Built once: the statement cache is looked up by its text for every ID.
+        let sql = "SELECT \(columns) FROM documents WHERE doc_id = ?"
         return try readers.withConnection { connection in
             // A request may name millions: it stops when its client hangs up.
             let cancellation = RequestCancellation.current
             return try ids.enumerated().map { index, id in
                 if index % 256 == 0 { try cancellation?.check() }
                 var found: AllDocumentsRow?
-                try connection.query("SELECT \(columns) FROM documents WHERE doc_id = ?", [.text(id.rawValue)]) { row in
+                try connection.query(sql, [.text(id.rawValue)]) { row in
                     found = Self.allDocumentsRow(row, includeTree: includeTree, includeBody: includeBodies,
                                                 includeAttachments: includeBodies)
                 }

@@ -175,18 +175,24 @@ final class ViewQuery: @unchecked Sendable {
     // MARK: Map rows
 
     private func render(_ page: [ViewRow]) throws -> [[UInt8]] {
-        var documents: [Int: [UInt8]] = [:]
-        if options.includeDocs { documents = try linkedDocuments(page) }
-        return page.enumerated().map { position, row in
-            var output: [UInt8] = Array(#"{"id":"#.utf8)
+        let documents = options.includeDocs ? try linkedDocuments(page) : [:]
+        return try page.enumerated().map { position, row in
+            var output: [UInt8] = []
+            let document = documents[position]
+            output.reserveCapacity(row.keyJSON.count + row.valueJSON.count + (document?.revision.body.count ?? 0) + 160)
+            output.append(literal: #"{"id":"#)
             JSONWriter.appendString(row.id.rawValue, to: &output)
-            output += Array(#","key":"#.utf8)
+            output.append(literal: #","key":"#)
             output += row.keyJSON
-            output += Array(#","value":"#.utf8)
+            output.append(literal: #","value":"#)
             output += row.valueJSON
             if options.includeDocs {
-                output += Array(#","doc":"#.utf8)
-                output += documents[position] ?? Array("null".utf8)
+                output.append(literal: #","doc":"#)
+                if let document {
+                    try DocumentJSON.renderListed(document.revision, record: document.record, options: render, into: &output)
+                } else {
+                    output.append(literal: "null")
+                }
             }
             output.append(UInt8(ascii: "}"))
             return output
@@ -196,7 +202,7 @@ final class ViewQuery: @unchecked Sendable {
     /// The documents of a page's rows (`include_docs`): the row's own, or the one an object
     /// value names with `_id` and/or `_rev` (the row's document at that revision), as
     /// CouchDB's `docid_rev` links them. Missing or deleted: none.
-    private func linkedDocuments(_ page: [ViewRow]) throws -> [Int: [UInt8]] {
+    private func linkedDocuments(_ page: [ViewRow]) throws -> [Int: (revision: StoredRevision, record: DocumentRecord?)] {
         var wanted: [(position: Int, id: DocumentID, revision: RevisionID?)] = []
         for (position, row) in page.enumerated() {
             if row.valueJSON.first == UInt8(ascii: "{"), case .object(let value) = row.value,
@@ -207,7 +213,7 @@ final class ViewQuery: @unchecked Sendable {
                 wanted.append((position, row.id, nil))
             }
         }
-        var documents: [Int: [UInt8]] = [:]
+        var documents: [Int: (revision: StoredRevision, record: DocumentRecord?)] = [:]
         let plain = wanted.filter { $0.revision == nil }
         let found = try database.documents(ids: plain.map(\.id), includeBodies: true, includeTree: render.conflicts)
         for (entry, row) in zip(plain, found) {
@@ -215,11 +221,11 @@ final class ViewQuery: @unchecked Sendable {
             let revision = StoredRevision(id: row.id, revision: row.winner, isDeleted: false, body: row.body ?? [],
                                           attachments: row.attachments)
             let record = row.tree.map { DocumentRecord(id: row.id, sequence: row.sequence, tree: $0, winner: row.winner, isDeleted: false) }
-            documents[entry.position] = try DocumentJSON.renderListed(revision, record: record, options: render)
+            documents[entry.position] = (revision, record)
         }
         for entry in wanted where entry.revision != nil {
             guard let snapshot = try? database.document(entry.id, revision: entry.revision) else { continue }
-            documents[entry.position] = try DocumentJSON.renderListed(snapshot.revision, record: snapshot.record, options: render)
+            documents[entry.position] = (snapshot.revision, snapshot.record)
         }
         return documents
     }
