@@ -12,12 +12,14 @@ protocol ListingPages: AnyObject {
 /// first page is written on the connection's thread as it asks (a short listing costs no
 /// other thread); the next ones are written on a thread of `producers` while the connection
 /// sends the pages before them, at most `ahead` pages ahead: a long listing keeps two cores
-/// busy, one reading and rendering rows, the other copying and sending them.
+/// busy, one reading and rendering rows, the other copying and sending them. The threads are
+/// shared fairly among databases: one database's listings hold at most half of them.
 final class ListingStream: ResponseStream, @unchecked Sendable {
-    private static let producers = ThreadPool.shared(name: "listing-pages", threads: 16)
+    private static let producers = FairQueue(pool: ThreadPool.shared(name: "listing-pages", threads: 16), share: 8)
     private static let ahead = 2
 
     private let pages: ListingPages
+    private let owner: String
     private var output = StreamOutput()     // the connection's thread only
     private let lock = NSLock()
     private var ready: [[UInt8]] = []       // pages written, not yet sent
@@ -29,7 +31,11 @@ final class ListingStream: ResponseStream, @unchecked Sendable {
     private var wake: (@Sendable () -> Void)?
     private var started = false             // the connection's thread only
 
-    init(_ pages: ListingPages) { self.pages = pages }
+    /// `owner`: the database listed, whose listings share the producing threads.
+    init(_ pages: ListingPages, owner: String) {
+        self.pages = pages
+        self.owner = owner
+    }
 
     func start(wake: @escaping @Sendable () -> Void) {
         lock.withLock { self.wake = wake }
@@ -88,7 +94,7 @@ final class ListingStream: ResponseStream, @unchecked Sendable {
     private func produceIfIdle() {
         guard !producing, !complete, !closed, ready.count < Self.ahead else { return }
         producing = true
-        Self.producers.submit { self.produce() }
+        Self.producers.submit(owner: owner) { self.produce() }
     }
 
     private func produce() {

@@ -59,7 +59,7 @@ final class ChangesFeed: ResponseStream, ListingPages, @unchecked Sendable {
 
     /// What the connection reads: the feed itself, or a normal feed's batches as a listing.
     var stream: ResponseStream {
-        options.feed == .normal && offThread == nil ? ListingStream(self) : self
+        options.feed == .normal && offThread == nil ? ListingStream(self, owner: database.name.rawValue) : self
     }
 
     /// A normal feed's next batch, as a listing's page (`produce` writes to `output.bytes`: the

@@ -102,7 +102,7 @@ enum AllDocumentsRoute {
             let pages = AllDocumentsPages(database: database, query: query, includeDocs: includeDocs, render: render,
                                           updateSequence: updateSequence)
             return HTTPResponse(status: 200, headers: [("Content-Type", HTTPResponse.jsonContentType)],
-                                body: .stream(ListingStream(pages)))
+                                body: .stream(ListingStream(pages, owner: database.name.rawValue)))
         }
         guard var keyList = keys.arrayValue else { throw CouchError.badRequest("`keys` must be an array") }
         // `_design_docs` lists design documents only: CouchDB leaves other keys out, unanswered.

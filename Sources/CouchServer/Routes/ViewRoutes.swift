@@ -46,7 +46,7 @@ enum ViewRoutes {
         let query = try ViewQuery(context: context, database: database, design: design, viewName: view, options: options,
                                   partition: partition)
         return HTTPResponse(status: 200, headers: [("Content-Type", HTTPResponse.jsonContentType)],
-                            body: .stream(ListingStream(ViewPages(query: query))))
+                            body: .stream(ListingStream(ViewPages(query: query), owner: database.name.rawValue)))
     }
 
     /// The design document a request names (CouchDB's 404 `missing`/`deleted`).
@@ -90,7 +90,7 @@ enum ViewRoutes {
         let design = try designDocument(context, database: database)
         let query = try ViewQuery(context: context, database: database, design: design, viewName: view, options: options)
         return HTTPResponse(status: 200, headers: [("Content-Type", HTTPResponse.jsonContentType)],
-                            body: .stream(ListingStream(ViewPages(query: query))))
+                            body: .stream(ListingStream(ViewPages(query: query), owner: database.name.rawValue)))
     }
 
     /// `POST .../_view/name/queries`: `{"queries": [{...}, ...]}` answers
