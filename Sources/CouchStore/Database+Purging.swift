@@ -12,6 +12,10 @@ extension Database {
     /// removed; one that keeps some gets a new sequence (so indexes see the change).
     public func purge(_ requests: [(DocumentID, [RevisionID])]) throws -> [(DocumentID, [RevisionID])] {
         let limit = purgedInfosLimit
+        // A purged design document takes its functions and indexes with it.
+        let ids = requests.map { Optional($0.0) }
+        noteDesignWrite(ids)
+        defer { noteDesignWrite(ids) }
         return try writer.perform { transaction in
             let connection = transaction.connection
             var results: [(DocumentID, [RevisionID])] = []

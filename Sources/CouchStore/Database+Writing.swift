@@ -43,8 +43,9 @@ extension Database {
             }
         }.flatMap { $0 }
         let checks = validateBeforeWriting(prepared, newEdits: newEdits, user: user)
-        noteDesignWrite(edits)
-        defer { noteDesignWrite(edits) }
+        let ids = edits.map(\.id)
+        noteDesignWrite(ids)
+        defer { noteDesignWrite(ids) }
         var results: [WriteResult]
         do {
             results = try writer.perform { transaction in
@@ -78,8 +79,8 @@ extension Database {
                        as user: UserContext = .internalWriter) throws -> RevisionID {
         let prepared = PreparedEdit(edit: edit, attachments: attachmentList.map(AttachmentInput.kept), staged: [])
         let check = try validateBeforeWriting([.success(prepared)], newEdits: true, user: user)[0].get()
-        noteDesignWrite([edit])
-        defer { noteDesignWrite([edit]) }
+        noteDesignWrite([edit.id])
+        defer { noteDesignWrite([edit.id]) }
         return try writer.perform { transaction in
             try self.inSavepoint(transaction) {
                 try self.apply(prepared, newEdits: true, user: user, check: check, in: transaction)
@@ -130,9 +131,8 @@ extension Database {
         if let validator, id.isDesign || validator.validates(self), let early = try? readers.withConnection(build) {
             check = try validateBeforeWriting([.success(early)], newEdits: true, user: user)[0].get()
         }
-        let isDesign = [DocumentEdit(id: id)]
-        noteDesignWrite(isDesign)
-        defer { noteDesignWrite(isDesign) }
+        noteDesignWrite([id])
+        defer { noteDesignWrite([id]) }
         return try writer.perform { transaction in
             try self.inSavepoint(transaction) {
                 try self.apply(try build(transaction.connection), newEdits: true, user: user, check: check, in: transaction)

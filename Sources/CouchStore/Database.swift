@@ -103,8 +103,8 @@ public final class Database: @unchecked Sendable {
     /// commit), so that what is derived from the design documents can tell it is stale.
     public var designGeneration: Int { settingsLock.withLock { designWrites } }
 
-    func noteDesignWrite(_ edits: [DocumentEdit]) {
-        guard edits.contains(where: { $0.id?.isDesign == true }) else { return }
+    func noteDesignWrite(_ ids: [DocumentID?]) {
+        guard ids.contains(where: { $0?.isDesign == true }) else { return }
         settingsLock.withLock { designWrites &+= 1 }
     }
 

@@ -53,6 +53,30 @@ import Testing
         #expect(infos[0]["revs"] == [JSONValue(second)])
     }
 
+    /// A purged design document takes what it defined with it, though its functions and
+    /// indexes were read (and kept) before: its view, its filter and its Mango index.
+    @Test func aPurgedDesignDocumentTakesItsFunctionsAndIndexes() throws {
+        let server = try TestServer()
+        defer { server.stop() }
+        try server.createDatabase("db")
+        try server.put("db", "d", #"{"n":1}"#)
+        let functions = try server.put("db", "_design/f", #"""
+            {"views":{"v":{"map":"function (doc) { emit(doc.n); }"}},"filters":{"f":"function (doc) { return true; }"}}
+            """#)
+        #expect(try server.json("POST", "/db/_index", body: #"{"index":{"fields":["n"]},"ddoc":"m","name":"by-n"}"#).status == 200)
+        let mango = try #require(try server.json("GET", "/db/_design/m").json["_rev"]?.stringValue)
+        #expect(try server.json("GET", "/db/_design/f/_view/v").json["rows"]?.arrayValue?.count == 1)
+        #expect(try server.request("GET", "/db/_changes?filter=f/f").status == 200)
+        #expect(try server.json("POST", "/db/_explain", body: #"{"selector":{"n":1}}"#).json["index"]?["name"] == "by-n")
+        #expect(try server.json("GET", "/db/_index").json["total_rows"] == 2)
+
+        #expect(try server.request("POST", "/db/_purge", body: #"{"_design/f":["\#(functions)"],"_design/m":["\#(mango)"]}"#).status == 201)
+        #expect(try server.request("GET", "/db/_design/f/_view/v").status == 404)
+        #expect(try server.request("GET", "/db/_changes?filter=f/f").status == 404)
+        #expect(try server.json("GET", "/db/_index").json["total_rows"] == 1)
+        #expect(try server.json("POST", "/db/_explain", body: #"{"selector":{"n":1}}"#).json["index"]?["name"] == "_all_docs")
+    }
+
     @Test func purgedRevisionsAreNotReplicated() throws {
         let server = try TestServer()
         defer { server.stop() }
