@@ -1,7 +1,7 @@
 import CouchCore
 import Foundation
 
-/// The pages of a listing (`_all_docs`, a view, a normal `_changes` feed), in order: a source the listing stream calls
+/// The pages of a listing (`_all_docs`, a view, a normal `_changes` feed), in order: called
 /// from one thread at a time, though not always the same thread.
 protocol ListingPages: AnyObject {
     /// Appends the next page to `page`; answers true once the listing is complete.

@@ -23,7 +23,7 @@ final class ChangesFeed: ResponseStream, ListingPages, @unchecked Sendable {
     private static let batchSize = 500
     private let logger = Logger(label: "couchette.changes")
 
-    // Touched only by `read`, which the listener calls on one thread at a time.
+    // Touched only by `read` (or, for a listing, `nextPage`), called on one thread at a time.
     private var position: Int
     private var emitted = 0
     private var output = StreamOutput()
