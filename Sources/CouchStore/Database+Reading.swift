@@ -233,13 +233,19 @@ extension Database {
                 range = " AND doc_id >= ? AND doc_id < ?"
                 bounds = [.text(within.low), .text(within.high)]
             }
-            let total = query.within == nil ? try Self.documentCounts(connection).live
-                : try connection.scalarInt("SELECT count(*) FROM documents WHERE deleted = 0\(range)", bounds) ?? 0
+            // Live documents matching `condition`: the IDs counted in their index, less the
+            // deleted ones (`deleted_ids`), neither count reading the table.
+            func live(_ condition: String, _ arguments: [SQLiteValue]) throws -> Int {
+                let all = try connection.scalarInt("SELECT count(*) FROM documents WHERE \(condition)", arguments) ?? 0
+                let deleted = try connection.scalarInt(
+                    "SELECT count(*) FROM documents WHERE deleted = 1 AND \(condition)", arguments) ?? 0
+                return all - deleted
+            }
+            let total = query.within == nil ? try Self.documentCounts(connection).live : try live("1\(range)", bounds)
             var offset = query.skip
             if let start = query.startKey {
                 let comparison = query.descending ? "doc_id > ?" : "doc_id < ?"
-                let preceding = try connection.scalarInt(
-                    "SELECT count(*) FROM documents WHERE deleted = 0 AND \(comparison)\(range)", [.text(start)] + bounds) ?? 0
+                let preceding = try live(comparison + range, [.text(start)] + bounds)
                 // `skip` is the client's number: saturate rather than trap near Int.max.
                 let (sum, overflow) = offset.addingReportingOverflow(preceding)
                 offset = overflow ? Int.max : sum

@@ -49,6 +49,13 @@ enum DatabaseSchema {
         Migration(name: "v4-purges", sql: """
             CREATE TABLE purged_infos (purge_seq INTEGER PRIMARY KEY, doc_id TEXT NOT NULL, revs TEXT NOT NULL);
             """),
+        // The IDs of deleted documents: `_all_docs`' offset counts the IDs before its start key
+        // in `doc_id`'s own index, then takes away the deleted ones found here. (Counting live
+        // rows read every row's `deleted` from the table: 0.3 s at 500,000, ten times the count
+        // of IDs.) Live documents, most of them, add nothing to it.
+        Migration(name: "v5-deleted-ids", sql: """
+            CREATE INDEX deleted_ids ON documents (doc_id) WHERE deleted = 1;
+            """),
     ]
 
     static func configure(_ connection: SQLiteConnection) throws(CouchError) {

@@ -60,6 +60,32 @@ import Testing
         #expect(put.status == 201)
     }
 
+    /// `total_rows` and `offset` count live documents only, deletions before and after the
+    /// start key left out, in either direction, with `skip`, and within `_design_docs`.
+    @Test func allDocsOffsetCountsLiveDocumentsOnly() throws {
+        defer { server.stop() }
+        var revisions: [String: String] = [:]
+        for id in ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "_design/x", "_design/y", "_design/z"] {
+            revisions[id] = try server.put("db", id, "{}")
+        }
+        for id in ["c", "e", "h", "_design/x"] {
+            #expect(try server.request("DELETE", "/db/\(id)?rev=\(revisions[id]!)").status == 200)
+        }
+        func position(_ path: String) throws -> (total: Int?, offset: Int?, first: String?) {
+            let json = try server.json("GET", path).json
+            return (json["total_rows"]?.intValue, json["offset"]?.intValue, json["rows"]?[0]?["id"]?.stringValue)
+        }
+        // Live: _design/y, _design/z, a, b, d, f, g, i, j.
+        #expect(try position("/db/_all_docs") == (9, 0, "_design/y"))
+        #expect(try position("/db/_all_docs?startkey=%22f%22") == (9, 5, "f"))
+        #expect(try position("/db/_all_docs?startkey=%22e%22") == (9, 5, "f"))
+        #expect(try position("/db/_all_docs?startkey=%22f%22&skip=1") == (9, 6, "g"))
+        #expect(try position("/db/_all_docs?startkey=%22f%22&descending=true") == (9, 3, "f"))
+        #expect(try position("/db/_all_docs?startkey=%22h%22&descending=true") == (9, 2, "g"))
+        #expect(try position("/db/_design_docs") == (2, 0, "_design/y"))
+        #expect(try position("/db/_design_docs?startkey=%22_design/z%22") == (2, 1, "_design/z"))
+    }
+
     @Test func allDocsRangesKeysAndDocs() throws {
         defer { server.stop() }
         for id in ["c", "a", "e", "b", "d"] { _ = try server.put("db", id, #"{"id":"\#(id)"}"#) }
