@@ -32,9 +32,16 @@ public struct UpdateSequence: Sendable, Hashable, Comparable, CustomStringConver
     /// The term around the number, which alone varies, split where base64 can encode it once:
     /// the whole 3-byte groups before the number, encoded in advance (`encodedHead`), then the
     /// 0–2 bytes left over (`carry`), encoded with the number and the bytes after it (`tail`).
+    /// Of the tail, only the 0–2 bytes that complete the number's last 3-byte group are encoded
+    /// with it; the rest is encoded in advance for each of those three places it may start at.
     private static let encodedHead: [UInt8] = termParts.encodedHead
     private static let carry: [UInt8] = termParts.carry
     private static let tail: [UInt8] = termParts.tail
+    private static let encodedTails: [[UInt8]] = (0..<3).map { skipped in
+        var encoded: [UInt8] = []
+        appendBase64URL(Array(termParts.tail[skipped...]), to: &encoded)
+        return encoded
+    }
 
     private static let termParts: (encodedHead: [UInt8], carry: [UInt8], tail: [UInt8]) = {
         var head = ExternalTermWriter()
@@ -70,7 +77,7 @@ public struct UpdateSequence: Sendable, Hashable, Comparable, CustomStringConver
         // The term's varying part on the stack (a feed writes one for every row), its number
         // as `ExternalTermWriter.integer` writes one of 32 bits (`SMALL_INTEGER_EXT`, `INTEGER_EXT`).
         let (carry, tail) = (Self.carry, Self.tail)
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: carry.count + 5 + tail.count) { term in
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: carry.count + 5 + 2) { term in
             var count = 0
             func put(_ byte: UInt8) {
                 term[count] = byte
@@ -84,8 +91,10 @@ public struct UpdateSequence: Sendable, Hashable, Comparable, CustomStringConver
                 put(98)
                 for shift in stride(from: 24, through: 0, by: -8) { put(UInt8(truncatingIfNeeded: number >> shift)) }
             }
-            tail.forEach(put)
+            let completing = (3 - count % 3) % 3
+            tail[..<completing].forEach(put)
             Self.appendBase64URL(UnsafeBufferPointer(rebasing: term[..<count]), to: &output)
+            output.append(contentsOf: Self.encodedTails[completing])
         }
     }
 

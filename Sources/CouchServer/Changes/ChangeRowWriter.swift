@@ -6,9 +6,18 @@ import CouchStore
 struct ChangeRowWriter: Sendable {
     let allLeaves: Bool
     let includeDocs: Bool
-    let conflicts: Bool
-    let attachments: AttachmentRenderOptions
-    let reader: DocumentReadRule
+    /// How `doc` is written: made once, not for every row.
+    private let render: DocumentRenderOptions
+
+    init(allLeaves: Bool, includeDocs: Bool, conflicts: Bool, attachments: AttachmentRenderOptions,
+         reader: DocumentReadRule) {
+        self.allLeaves = allLeaves
+        self.includeDocs = includeDocs
+        var render = DocumentRenderOptions(reader: reader)
+        render.conflicts = conflicts
+        render.attachments = attachments
+        self.render = render
+    }
 
     /// `body`: the stored body when borrowed from the statement (`row.body` is then nil).
     func append(_ row: ChangeRow, body borrowed: UnsafeRawBufferPointer? = nil, to output: inout [UInt8]) throws {
@@ -29,15 +38,12 @@ struct ChangeRowWriter: Sendable {
         if row.isDeleted { output.append(literal: #","deleted":true"#) }
         if includeDocs, borrowed != nil || row.body != nil {
             output.append(literal: #","doc":"#)
-            var options = DocumentRenderOptions(reader: reader)
-            options.conflicts = conflicts
-            options.attachments = attachments
             let revision = StoredRevision(id: row.id, revision: row.winner, isDeleted: row.isDeleted, body: row.body ?? [],
                                           attachments: row.attachments)
             let record = row.tree.map {
                 DocumentRecord(id: row.id, sequence: row.sequence, tree: $0, winner: row.winner, isDeleted: row.isDeleted)
             }
-            try DocumentJSON.renderListed(revision, borrowedBody: borrowed, record: record, options: options, into: &output)
+            try DocumentJSON.renderListed(revision, borrowedBody: borrowed, record: record, options: render, into: &output)
         }
         output.append(UInt8(ascii: "}"))
     }
