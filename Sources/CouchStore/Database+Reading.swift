@@ -259,19 +259,18 @@ extension Database {
         let columns = "doc_id, winning_rev, deleted, sequence"
             + (includeTree ? ", revision_tree" : ", NULL")
             + (includeBodies ? ", body, attachments" : ", NULL, NULL")
-        // Built once: the statement cache is looked up by its text for every ID.
-        let sql = "SELECT \(columns) FROM documents WHERE doc_id = ?"
         return try readers.withConnection { connection in
+            // Looked up once, not by its text for every ID (which hashed the text each time).
+            let statement = try connection.statement("SELECT \(columns) FROM documents WHERE doc_id = ?")
             // A request may name millions: it stops when its client hangs up.
             let cancellation = RequestCancellation.current
             return try ids.enumerated().map { index, id in
                 if index % 256 == 0 { try cancellation?.check() }
-                var found: AllDocumentsRow?
-                try connection.query(sql, [.text(id.rawValue)]) { row in
-                    found = Self.allDocumentsRow(row, includeTree: includeTree, includeBody: includeBodies,
-                                                includeAttachments: includeBodies)
-                }
-                return found
+                defer { statement.reset() }
+                try statement.bind([.text(id.rawValue)])
+                guard try statement.step() else { return nil }
+                return Self.allDocumentsRow(statement, includeTree: includeTree, includeBody: includeBodies,
+                                            includeAttachments: includeBodies)
             }
         }
     }

@@ -214,6 +214,7 @@ final class ViewQuery: @unchecked Sendable {
             }
         }
         var documents: [Int: (revision: StoredRevision, record: DocumentRecord?)] = [:]
+        documents.reserveCapacity(page.count)
         let plain = wanted.filter { $0.revision == nil }
         let found = try database.documents(ids: plain.map(\.id), includeBodies: true, includeTree: render.conflicts)
         for (entry, row) in zip(plain, found) {
