@@ -12,11 +12,12 @@ protocol ListingPages: AnyObject {
 /// first page is written on the connection's thread as it asks (a short listing costs no
 /// other thread); the next ones are written on a thread of `producers` while the connection
 /// sends the pages before them, at most `ahead` pages ahead: a long listing keeps two cores
-/// busy, one reading and rendering rows, the other copying and sending them. The threads are
+/// busy, one reading and rendering rows, the other copying and sending them, and a slow client
+/// holds two pages (the one it reads and the next). The threads are
 /// shared fairly among databases: one database's listings hold at most half of them.
 final class ListingStream: ResponseStream, @unchecked Sendable {
     private static let producers = FairQueue(pool: ThreadPool.shared(name: "listing-pages", threads: 16), share: 8)
-    private static let ahead = 2
+    private static let ahead = 1
 
     private let pages: ListingPages
     private let owner: String
@@ -107,9 +108,13 @@ final class ListingStream: ResponseStream, @unchecked Sendable {
                 if !page.isEmpty { ready.append(page) }
                 page = []
                 complete = finished
+                // A waiting connection takes this page at once: the next one is not ahead yet.
+                let taken = waiting ? 1 : 0
                 let wakes = waiting ? wake : nil
                 waiting = false
-                producing = !complete && !closed && ready.count < Self.ahead
+                producing = !complete && !closed && ready.count - taken < Self.ahead
+                // A client slower than the pages holds only what it has not read yet.
+                if !producing { spare.removeAll() }
                 return (wakes, producing)
             }
             wakeConnection?()
