@@ -13,9 +13,9 @@ extension Database {
     public func purge(_ requests: [(DocumentID, [RevisionID])]) throws -> [(DocumentID, [RevisionID])] {
         let limit = purgedInfosLimit
         // A purged design document takes its functions and indexes with it.
-        let ids = requests.map { Optional($0.0) }
-        noteDesignWrite(ids)
-        defer { noteDesignWrite(ids) }
+        let touchesDesign = requests.contains { $0.0.isDesign }
+        noteDesignWrite(touchesDesign)
+        defer { noteDesignWrite(touchesDesign) }
         return try writer.perform { transaction in
             let connection = transaction.connection
             var results: [(DocumentID, [RevisionID])] = []

@@ -43,9 +43,9 @@ extension Database {
             }
         }.flatMap { $0 }
         let checks = validateBeforeWriting(prepared, newEdits: newEdits, user: user)
-        let ids = edits.map(\.id)
-        noteDesignWrite(ids)
-        defer { noteDesignWrite(ids) }
+        let touchesDesign = edits.contains { $0.id?.isDesign == true }
+        noteDesignWrite(touchesDesign)
+        defer { noteDesignWrite(touchesDesign) }
         var results: [WriteResult]
         do {
             results = try writer.perform { transaction in
@@ -79,8 +79,8 @@ extension Database {
                        as user: UserContext = .internalWriter) throws -> RevisionID {
         let prepared = PreparedEdit(edit: edit, attachments: attachmentList.map(AttachmentInput.kept), staged: [])
         let check = try validateBeforeWriting([.success(prepared)], newEdits: true, user: user)[0].get()
-        noteDesignWrite([edit.id])
-        defer { noteDesignWrite([edit.id]) }
+        noteDesignWrite(edit.id?.isDesign == true)
+        defer { noteDesignWrite(edit.id?.isDesign == true) }
         return try writer.perform { transaction in
             try self.inSavepoint(transaction) {
                 try self.apply(prepared, newEdits: true, user: user, check: check, in: transaction)
@@ -131,8 +131,8 @@ extension Database {
         if let validator, id.isDesign || validator.validates(self), let early = try? readers.withConnection(build) {
             check = try validateBeforeWriting([.success(early)], newEdits: true, user: user)[0].get()
         }
-        noteDesignWrite([id])
-        defer { noteDesignWrite([id]) }
+        noteDesignWrite(id.isDesign)
+        defer { noteDesignWrite(id.isDesign) }
         return try writer.perform { transaction in
             try self.inSavepoint(transaction) {
                 try self.apply(try build(transaction.connection), newEdits: true, user: user, check: check, in: transaction)

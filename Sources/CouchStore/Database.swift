@@ -103,8 +103,9 @@ public final class Database: @unchecked Sendable {
     /// commit), so that what is derived from the design documents can tell it is stale.
     public var designGeneration: Int { settingsLock.withLock { designWrites } }
 
-    func noteDesignWrite(_ ids: [DocumentID?]) {
-        guard ids.contains(where: { $0?.isDesign == true }) else { return }
+    /// Called before and after a write or purge; `touchesDesign`: whether it names a design document.
+    func noteDesignWrite(_ touchesDesign: Bool) {
+        guard touchesDesign else { return }
         settingsLock.withLock { designWrites &+= 1 }
     }
 
