@@ -49,13 +49,13 @@ public struct RevisionHistory: Sendable, Equatable {
 
     /// Appends `json`'s text without building it.
     public func write(to output: inout [UInt8]) {
-        output.append(contentsOf: #"{"start":"#.utf8)
+        output.append(literal: #"{"start":"#)
         JSONWriter.appendInteger(start, to: &output)
-        output.append(contentsOf: #","ids":["#.utf8)
+        output.append(literal: #","ids":["#)
         for (index, revision) in revisions.enumerated() {
             if index > 0 { output.append(UInt8(ascii: ",")) }
             revision.appendDigestJSON(to: &output)
         }
-        output.append(contentsOf: "]}".utf8)
+        output.append(literal: "]}")
     }
 }

@@ -234,8 +234,8 @@ final class ChangesFeed: ResponseStream, ListingPages, @unchecked Sendable {
 
     private func endResults() {
         output.bytes.append(contentsOf: (emitted > 0 ? "\n" : "").utf8)
-        output.bytes.append(contentsOf: #"],"#.utf8)
-        output.bytes.append(contentsOf: "\n".utf8)
+        output.bytes.append(literal: #"],"#)
+        output.bytes.append(literal: "\n")
         output.bytes.append(contentsOf: #""last_seq":\#(UpdateSequence(position).json.serializedString()),"pending":\#(pending())}"#.utf8)
         output.bytes.append(UInt8(ascii: "\n"))
         finished = true
@@ -328,11 +328,11 @@ final class ChangesFeed: ResponseStream, ListingPages, @unchecked Sendable {
         switch options.feed {
         case .normal, .longpoll:
             if !preludeSent { beginResults() }
-            if emitted > 0 { output.bytes.append(contentsOf: ",\n".utf8) }
+            if emitted > 0 { output.bytes.append(literal: ",\n") }
         case .continuous:
             break
         case .eventsource:
-            output.bytes.append(contentsOf: "data: ".utf8)
+            output.bytes.append(literal: "data: ")
         }
         // Written straight into the output: no buffer per row.
         let start = output.bytes.count

@@ -82,26 +82,26 @@ enum BulkGetRoute {
         var output: [UInt8] = Array(#"{"results": ["#.utf8)
         for (index, item) in items.enumerated() {
             if index % checkEvery == 0 { try RequestCancellation.checkCurrent() }
-            if index > 0 { output.append(contentsOf: ",\n".utf8) }
-            output.append(contentsOf: #"{"id":"#.utf8)
+            if index > 0 { output.append(literal: ",\n") }
+            output.append(literal: #"{"id":"#)
             JSONWriter.appendString(item.id.rawValue, to: &output)
-            output.append(contentsOf: #","docs":["#.utf8)
+            output.append(literal: #","docs":["#)
             for (position, outcome) in try lookUp(item).enumerated() {
                 if position > 0 { output.append(UInt8(ascii: ",")) }
                 switch outcome {
                 case .found(let revision, let record):
-                    output.append(contentsOf: #"{"ok":"#.utf8)
+                    output.append(literal: #"{"ok":"#)
                     try DocumentJSON.render(revision, record: record, options: options, into: &output)
                     output.append(UInt8(ascii: "}"))
                 case .failed(let id, let revision, let error):
-                    output.append(contentsOf: #"{"error":"#.utf8)
+                    output.append(literal: #"{"error":"#)
                     errorObject(id: id, revision: revision, error: error).write(to: &output)
                     output.append(UInt8(ascii: "}"))
                 }
             }
-            output.append(contentsOf: "]}".utf8)
+            output.append(literal: "]}")
         }
-        output.append(contentsOf: "]}\n".utf8)
+        output.append(literal: "]}\n")
         return .json(200, bytes: output)
     }
 

@@ -86,16 +86,16 @@ enum OpenRevisionsResponse {
             if index > 0 { output.append(UInt8(ascii: ",")) }
             switch result {
             case .found(let revision):
-                output.append(contentsOf: #"{"ok":"#.utf8)
+                output.append(literal: #"{"ok":"#)
                 try DocumentJSON.render(revision, record: record, options: options, into: &output)
                 output.append(UInt8(ascii: "}"))
             case .missing(let revision):
-                output.append(contentsOf: #"{"missing":"#.utf8)
+                output.append(literal: #"{"missing":"#)
                 JSONWriter.appendString(revision.description, to: &output)
                 output.append(UInt8(ascii: "}"))
             }
         }
-        output.append(contentsOf: "]\n".utf8)
+        output.append(literal: "]\n")
         return .json(200, bytes: output)
     }
 }
