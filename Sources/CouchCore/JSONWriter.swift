@@ -299,6 +299,11 @@ public enum JSONWriter {
         value.withUTF8 { appendEscaped($0, to: &output) }
     }
 
+    /// `appendString` for a string's UTF-8 held elsewhere (a stored ID borrowed from a statement).
+    public static func appendString(utf8 bytes: UnsafeRawBufferPointer, to output: inout [UInt8]) {
+        appendEscaped(bytes.assumingMemoryBound(to: UInt8.self), to: &output)
+    }
+
     static func appendEscaped(_ bytes: UnsafeBufferPointer<UInt8>, to output: inout [UInt8]) {
         // Most strings (IDs, keys, revisions) need no escape: appended as they are, without a
         // copy on the stack first.
@@ -323,5 +328,13 @@ extension Array where Element == UInt8 {
     @inlinable
     public mutating func append(literal: StaticString) {
         append(contentsOf: UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
+    }
+
+    /// Appends a copy of some of its own bytes (a string written once and needed again in a row).
+    public mutating func appendCopy(of range: Range<Int>) {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: range.count) { copy in
+            _ = copy.initialize(fromContentsOf: self[range])
+            append(contentsOf: copy)
+        }
     }
 }

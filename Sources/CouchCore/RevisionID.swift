@@ -139,6 +139,30 @@ public struct RevisionID: Hashable, Comparable, Sendable, CustomStringConvertibl
         storedDigest = stored
     }
 
+    /// Whether a stored revision's text is what `appendJSON` writes for the revision it spells,
+    /// quoted: a generation without leading zeros, then only digits, lower-case letters and dashes
+    /// (an MD5 in upper case is written in lower case, a digest with escapes escaped). A listing
+    /// writes such a revision without parsing it.
+    public static func isWrittenAsStored(_ text: UnsafeRawBufferPointer) -> Bool {
+        guard let dash = text.firstIndex(of: UInt8(ascii: "-")), dash > 0, dash <= 18,
+              text[0] != UInt8(ascii: "0") else { return false }
+        for byte in text[..<dash] where byte < UInt8(ascii: "0") || byte > UInt8(ascii: "9") { return false }
+        // One table lookup a byte, no branch: digits and letters come in random order.
+        var rejected: UInt8 = 0
+        storedTextBytes.withUnsafeBufferPointer { table in
+            for byte in text[(dash + 1)...] { rejected |= table[Int(byte)] }
+        }
+        return rejected == 0
+    }
+
+    /// 0 for the bytes `isWrittenAsStored` lets through a digest, 1 for the others.
+    private static let storedTextBytes: [UInt8] = (0...255).map { (byte: Int) -> UInt8 in
+        switch UInt8(byte) {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "-"): 0
+        default: 1
+        }
+    }
+
     /// Parses `N-digest` from its UTF-8 bytes (a stored column), as `init?(_:)` parses text,
     /// without building the whole text first.
     public init?(utf8 bytes: UnsafeRawBufferPointer) {

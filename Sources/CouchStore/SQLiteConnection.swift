@@ -258,6 +258,7 @@ public final class SQLiteStatement {
 
     public func int(_ column: Int32) -> Int { Int(sqlite3_column_int64(pointer, column)) }
     public func isNull(_ column: Int32) -> Bool { sqlite3_column_type(pointer, column) == SQLITE_NULL }
+    public func byteCount(_ column: Int32) -> Int { Int(sqlite3_column_bytes(pointer, column)) }
     public func text(_ column: Int32) -> String {
         guard let bytes = sqlite3_column_text(pointer, column) else { return "" }
         let count = Int(sqlite3_column_bytes(pointer, column))

@@ -86,6 +86,47 @@ import Testing
         #expect(try position("/db/_design_docs?startkey=%22_design/z%22") == (2, 1, "_design/z"))
     }
 
+    /// A listing's rows are written from the stored bytes when they can be: every row is the
+    /// document as a `GET` answers it, whatever its ID needs escaped and whatever form its
+    /// revision came in (an MD5 in upper case is answered in lower case).
+    @Test func allDocsRowsAreTheDocumentsAsRead() throws {
+        defer { server.stop() }
+        let created = try server.json("POST", "/db/_bulk_docs", body: #"""
+            {"new_edits":false,"docs":[
+              {"_id":"plain","_rev":"2-0123456789abcdef0123456789abcdef","n":1},
+              {"_id":"upper","_rev":"1-0123456789ABCDEF0123456789ABCDEF","n":2},
+              {"_id":"text","_rev":"12-not-an-md5","n":3},
+              {"_id":"odd","_rev":"1-a_b.C","n":4},
+              {"_id":"q\"uo\\te\ttab","_rev":"1-abc","n":5},
+              {"_id":"été ☃","_rev":"1-def","n":6}]}
+            """#)
+        #expect(created.status == 201)
+        _ = try server.put("db", "new", #"{"nested":{"a":[1,"two",null]},"s":"x\"y"}"#)
+        _ = try server.put("db", "empty", "{}")
+        #expect(try server.request("PUT", "/db/attached/file.txt", headers: [("Content-Type", "text/plain")],
+                                   body: "hello").status == 201)
+
+        for query in ["include_docs=true", "include_docs=true&descending=true", "include_docs=false"] {
+            let listing = try server.json("GET", "/db/_all_docs?\(query)").json
+            let rows = try #require(listing["rows"]?.arrayValue)
+            #expect(rows.count == 9)
+            for row in rows {
+                let id = try #require(row["id"]?.stringValue)
+                let path = "/db/" + id.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+                let document = try server.json("GET", path).json
+                #expect(row["key"] == row["id"])
+                #expect(row["value"] == ["rev": document["_rev"] ?? .null])
+                if query.hasPrefix("include_docs=true") {
+                    #expect(row["doc"] == document)
+                } else {
+                    #expect(row.objectValue?.keys.contains("doc") == false)
+                }
+            }
+        }
+        let upper = try server.json("GET", "/db/_all_docs?key=%22upper%22").json
+        #expect(upper["rows"]?[0]?["value"]?["rev"] == "1-0123456789abcdef0123456789abcdef")
+    }
+
     @Test func allDocsRangesKeysAndDocs() throws {
         defer { server.stop() }
         for id in ["c", "a", "e", "b", "d"] { _ = try server.put("db", id, #"{"id":"\#(id)"}"#) }

@@ -219,5 +219,31 @@ enum AllDocumentsRoute {
             }
             output.append(UInt8(ascii: "}"))
         }
+
+        /// A listing's row from a live document's stored bytes, as `write` writes its parsed row
+        /// when the document has no attachments and only itself to show: the ID escaped once and
+        /// copied to the key and `_id`, the revision as stored (`RevisionID.isWrittenAsStored`).
+        static func write(storedID id: UnsafeRawBufferPointer, revision: UnsafeRawBufferPointer,
+                          body: UnsafeRawBufferPointer?, to output: inout [UInt8]) {
+            output.append(literal: #"{"id":"#)
+            let idStart = output.count
+            JSONWriter.appendString(utf8: id, to: &output)
+            let escapedID = idStart..<output.count
+            output.append(literal: #","key":"#)
+            output.appendCopy(of: escapedID)
+            output.append(literal: #","value":{"rev":""#)
+            output.append(contentsOf: revision)
+            output.append(literal: #""}"#)
+            if let body {
+                output.append(literal: #","doc":{"_id":"#)
+                output.appendCopy(of: escapedID)
+                output.append(literal: #","_rev":""#)
+                output.append(contentsOf: revision)
+                output.append(UInt8(ascii: "\""))
+                DocumentJSON.appendMembers(of: body, to: &output)
+                output.append(UInt8(ascii: "}"))
+            }
+            output.append(UInt8(ascii: "}"))
+        }
     }
 }
