@@ -299,6 +299,11 @@ public enum JSONWriter {
         value.withUTF8 { appendEscaped($0, to: &output) }
     }
 
+    /// Whether a JSON string of these UTF-8 bytes needs any escape.
+    public static func needsEscaping(utf8 bytes: UnsafeRawBufferPointer) -> Bool {
+        _ByteWriter.needsEscaping(bytes.assumingMemoryBound(to: UInt8.self))
+    }
+
     /// `appendString` for a string's UTF-8 held elsewhere (a stored ID borrowed from a statement).
     public static func appendString(utf8 bytes: UnsafeRawBufferPointer, to output: inout [UInt8]) {
         appendEscaped(bytes.assumingMemoryBound(to: UInt8.self), to: &output)

@@ -221,10 +221,41 @@ enum AllDocumentsRoute {
         }
 
         /// A listing's row from a live document's stored bytes, as `write` writes its parsed row
-        /// when the document has no attachments and only itself to show: the ID escaped once and
-        /// copied to the key and `_id`, the revision as stored (`RevisionID.isWrittenAsStored`).
+        /// when the document has no attachments and only itself to show: the ID (escaped once if
+        /// it needs it) as the key and `_id` too, the revision as stored (`RevisionID.isWrittenAsStored`).
         static func write(storedID id: UnsafeRawBufferPointer, revision: UnsafeRawBufferPointer,
                           body: UnsafeRawBufferPointer?, to output: inout [UInt8]) {
+            guard !JSONWriter.needsEscaping(utf8: id) else {
+                return writeEscaping(storedID: id, revision: revision, body: body, to: &output)
+            }
+            // Everything up to the body's members made on the stack and appended at once: a row
+            // is a dozen pieces, and each append to the page checks its capacity and ownership.
+            withUnsafeTemporaryAllocation(byteCount: 3 * id.count + 2 * revision.count + 64, alignment: 1) { head in
+                var end = 0
+                func put(_ bytes: UnsafeRawBufferPointer) {
+                    guard let source = bytes.baseAddress else { return }
+                    (head.baseAddress! + end).copyMemory(from: source, byteCount: bytes.count)
+                    end += bytes.count
+                }
+                func put(_ literal: StaticString) {
+                    put(UnsafeRawBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
+                }
+                put(#"{"id":""#); put(id); put(#"","key":""#); put(id); put(#"","value":{"rev":""#); put(revision)
+                if body != nil {
+                    put(#""},"doc":{"_id":""#); put(id); put(#"","_rev":""#); put(revision); put(#"""#)
+                } else {
+                    put(#""}}"#)
+                }
+                output.append(contentsOf: UnsafeRawBufferPointer(rebasing: head[..<end]))
+            }
+            if let body {
+                DocumentJSON.appendMembers(of: body, to: &output)
+                output.append(literal: "}}")
+            }
+        }
+
+        private static func writeEscaping(storedID id: UnsafeRawBufferPointer, revision: UnsafeRawBufferPointer,
+                                          body: UnsafeRawBufferPointer?, to output: inout [UInt8]) {
             output.append(literal: #"{"id":"#)
             let idStart = output.count
             JSONWriter.appendString(utf8: id, to: &output)
