@@ -73,7 +73,8 @@ extension ViewIndex {
         do {
             // Each document's input is spliced from its body as SQLite holds it (one copy).
             let query = ChangesQuery(since: since, limit: Self.batchSize, includeTree: true, includeBodies: true)
-            try database.forEachChange(query) { change, body in
+            try database.forEachChange(query) { listed in
+                let change = try listed.change(), body = listed.body
                 changes.append(change)
                 // Design documents are not in views (CouchDB's `include_design` option puts them in).
                 if !change.isDeleted, definition.includeDesign || !change.id.isDesign {

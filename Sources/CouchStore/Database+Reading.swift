@@ -125,21 +125,21 @@ extension Database {
         }
     }
 
-    /// `changes`, each row handed to `visit` as the statement reads it, with its stored body
-    /// borrowed from the statement (valid only during the call; the row's `body` is nil) rather
-    /// than copied. `visit` runs with a read connection held and must not read the database itself.
-    public func forEachChange(_ query: ChangesQuery, _ visit: (ChangeRow, UnsafeRawBufferPointer) throws -> Void) throws {
+    /// `changes`, each row handed to `visit` as the statement reads it, its stored bytes borrowed
+    /// from the statement (valid only during the call) rather than copied. `visit` runs with a
+    /// read connection held and must not read the database itself.
+    public func forEachChange(_ query: ChangesQuery, _ visit: (ListedDocument) throws -> Void) throws {
         let sql = Self.changesSQL(query)
         try readers.withConnection { connection in
             try connection.query(sql, [.int(query.since)]) { row in
-                let change = try Self.changeRow(row, query, includeBody: false)
-                try row.withBlob(5) { try visit(change, $0) }
+                try ListedDocument.visit(row, includeTree: query.includeTree, visit)
             }
         }
     }
 
+    /// The columns of `ListedDocument`, as `allDocumentsSQL` selects them too.
     private static func changesSQL(_ query: ChangesQuery) -> String {
-        let columns = "sequence, doc_id, winning_rev, deleted"
+        let columns = "doc_id, winning_rev, deleted, sequence"
             + (query.includeTree ? ", revision_tree" : ", NULL")
             + (query.includeBodies ? ", body, attachments" : ", NULL, NULL")
         let order = query.descending ? "DESC" : "ASC"
@@ -149,8 +149,8 @@ extension Database {
 
     private static func changeRow(_ row: SQLiteStatement, _ query: ChangesQuery, includeBody: Bool) throws -> ChangeRow {
         ChangeRow(
-            sequence: row.int(0), id: DocumentID(row.text(1)), winner: try parseRevision(row, column: 2),
-            isDeleted: row.int(3) != 0,
+            sequence: row.int(3), id: DocumentID(row.text(0)), winner: try parseRevision(row, column: 1),
+            isDeleted: row.int(2) != 0,
             tree: query.includeTree ? try decodeTree(row.blob(4)) : nil,
             body: includeBody ? row.blob(5) : nil,
             attachments: query.includeBodies ? AttachmentInfo.decode(row.blob(6)) : [])
@@ -183,14 +183,7 @@ extension Database {
         let (sql, arguments) = Self.allDocumentsSQL(query)
         try readers.withConnection { connection in
             try connection.query(sql, arguments) { row in
-                try row.withBlob(0) { id in
-                    try row.withBlob(1) { revision in
-                        try row.withBlob(5) { body in
-                            try visit(ListedDocument(statement: row, includeTree: query.includeTree, id: id,
-                                                     revision: revision, body: body))
-                        }
-                    }
-                }
+                try ListedDocument.visit(row, includeTree: query.includeTree, visit)
             }
         }
     }
@@ -301,10 +294,10 @@ extension Database {
     }
 }
 
-/// A document of a listing as its statement holds it, valid only during `forEachDocument`'s
-/// visit: the stored bytes a listing can write as they are, and the row parsed from them
-/// (`row()`) for what needs more. Parsing each row's ID and revision into values only to write
-/// them back cost about a tenth of an `_all_docs` row.
+/// A document of a listing or a feed as its statement holds it, valid only during the visit of
+/// `forEachDocument` or `forEachChange`: the stored bytes a listing can write as they are, and the
+/// row parsed from them (`row()`, `change()`) for what needs more. Parsing each row's ID and
+/// revision into values only to write them back cost about a tenth of an `_all_docs` row.
 public struct ListedDocument {
     fileprivate let statement: SQLiteStatement
     fileprivate let includeTree: Bool
@@ -315,7 +308,22 @@ public struct ListedDocument {
     /// The winning revision's body (empty for a listing without bodies).
     public let body: UnsafeRawBufferPointer
 
+    /// Hands `visit` the statement's current row: columns `doc_id, winning_rev, deleted, sequence,
+    /// revision_tree, body, attachments` (NULL for those not read).
+    fileprivate static func visit(_ statement: SQLiteStatement, includeTree: Bool,
+                                  _ visit: (ListedDocument) throws -> Void) throws {
+        try statement.withBlob(0) { id in
+            try statement.withBlob(1) { revision in
+                try statement.withBlob(5) { body in
+                    try visit(ListedDocument(statement: statement, includeTree: includeTree, id: id,
+                                             revision: revision, body: body))
+                }
+            }
+        }
+    }
+
     public var isDeleted: Bool { statement.int(2) != 0 }
+    public var sequence: Int { statement.int(3) }
     public var hasAttachments: Bool { statement.byteCount(6) > 0 }
 
     /// The row, without its body (borrow `body`).
@@ -325,6 +333,15 @@ public struct ListedDocument {
             winner: RevisionID(utf8: revision) ?? RevisionID(generation: 0, digest: "0"),
             isDeleted: statement.int(2) != 0, sequence: statement.int(3),
             tree: includeTree ? (try? decodeTree(statement.blob(4))) : nil, body: nil,
+            attachments: AttachmentInfo.decode(statement.blob(6)))
+    }
+
+    /// The change, without its body (borrow `body`).
+    public func change() throws -> ChangeRow {
+        guard let winner = RevisionID(utf8: revision) else { throw CouchError.internalError("corrupt revision id") }
+        return ChangeRow(
+            sequence: sequence, id: DocumentID(String(decoding: id, as: UTF8.self)), winner: winner,
+            isDeleted: isDeleted, tree: includeTree ? try decodeTree(statement.blob(4)) : nil, body: nil,
             attachments: AttachmentInfo.decode(statement.blob(6)))
     }
 }

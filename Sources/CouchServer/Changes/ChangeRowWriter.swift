@@ -48,6 +48,36 @@ struct ChangeRowWriter: Sendable {
         output.append(UInt8(ascii: "}"))
     }
 
+    /// Whether `appendStored` writes this change as `append` writes its parsed row: its winning
+    /// revision alone, stored as written, and no document or one shown as stored (live, without
+    /// attachments or conflicts, to a reader without restrictions).
+    func writesStoredBytes(of listed: ListedDocument) -> Bool {
+        !allLeaves && !render.conflicts && RevisionID.isWrittenAsStored(listed.revision)
+            && (!includeDocs || (!render.reader.isRestricted && !listed.isDeleted && !listed.hasAttachments))
+    }
+
+    /// The change from its stored bytes, without parsing its ID or revision (`writesStoredBytes`).
+    func appendStored(_ listed: ListedDocument, to output: inout [UInt8]) {
+        output.append(literal: #"{"seq":"#)
+        UpdateSequence(listed.sequence).appendJSON(to: &output)
+        output.append(literal: #","id":"#)
+        JSONWriter.appendString(utf8: listed.id, to: &output)
+        output.append(literal: #","changes":[{"rev":""#)
+        output.append(contentsOf: listed.revision)
+        output.append(literal: #""}]"#)
+        if listed.isDeleted { output.append(literal: #","deleted":true"#) }
+        if includeDocs {
+            output.append(literal: #","doc":{"_id":"#)
+            JSONWriter.appendString(utf8: listed.id, to: &output)
+            output.append(literal: #","_rev":""#)
+            output.append(contentsOf: listed.revision)
+            output.append(UInt8(ascii: "\""))
+            DocumentJSON.appendMembers(of: listed.body, to: &output)
+            output.append(UInt8(ascii: "}"))
+        }
+        output.append(UInt8(ascii: "}"))
+    }
+
     private static func appendChange(_ revision: RevisionID, to output: inout [UInt8]) {
         output.append(literal: #"{"rev":"#)
         revision.appendJSON(to: &output)

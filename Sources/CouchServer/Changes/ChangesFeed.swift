@@ -309,9 +309,15 @@ final class ChangesFeed: ResponseStream, ListingPages, @unchecked Sendable {
         guard failure == nil else { return false }
         var count = 0
         do {
-            try database.forEachChange(query) { row, body in
-                position = row.sequence
-                appendRow(row, body: options.includeDocs ? body : nil)
+            try database.forEachChange(query) { listed in
+                position = listed.sequence
+                if rows.writesStoredBytes(of: listed) {
+                    beginRow()
+                    rows.appendStored(listed, to: &output.bytes)
+                    endRow(sequence: listed.sequence)
+                } else {
+                    appendRow(try listed.change(), body: options.includeDocs ? listed.body : nil)
+                }
                 count += 1
             }
         } catch {
@@ -325,15 +331,7 @@ final class ChangesFeed: ResponseStream, ListingPages, @unchecked Sendable {
     }
 
     private func appendRow(_ row: ChangeRow, body: UnsafeRawBufferPointer? = nil) {
-        switch options.feed {
-        case .normal, .longpoll:
-            if !preludeSent { beginResults() }
-            if emitted > 0 { output.bytes.append(literal: ",\n") }
-        case .continuous:
-            break
-        case .eventsource:
-            output.bytes.append(literal: "data: ")
-        }
+        beginRow()
         // Written straight into the output: no buffer per row.
         let start = output.bytes.count
         do {
@@ -347,13 +345,31 @@ final class ChangesFeed: ResponseStream, ListingPages, @unchecked Sendable {
                                  conflicts: options.conflicts, attachments: AttachmentRenderOptions(), reader: options.reader)
                 .append(row, body: body, to: &output.bytes)
         }
+        endRow(sequence: row.sequence)
+    }
+
+    /// What goes before a row in the feed's format.
+    private func beginRow() {
+        switch options.feed {
+        case .normal, .longpoll:
+            if !preludeSent { beginResults() }
+            if emitted > 0 { output.bytes.append(literal: ",\n") }
+        case .continuous:
+            break
+        case .eventsource:
+            output.bytes.append(literal: "data: ")
+        }
+    }
+
+    /// What goes after a row in the feed's format; counts the row.
+    private func endRow(sequence: Int) {
         switch options.feed {
         case .normal, .longpoll:
             break
         case .continuous:
             output.bytes.append(UInt8(ascii: "\n"))
         case .eventsource:
-            output.bytes.append(contentsOf: "\nid: \(UpdateSequence(row.sequence))\n\n".utf8)
+            output.bytes.append(contentsOf: "\nid: \(UpdateSequence(sequence))\n\n".utf8)
         }
         emitted += 1
     }
