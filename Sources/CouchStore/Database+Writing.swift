@@ -49,13 +49,15 @@ extension Database {
         var results: [WriteResult]
         do {
             results = try writer.perform { transaction in
-                let results = prepared.enumerated().map { index, preparation -> WriteResult in
-                    switch (preparation, checks[index]) {
-                    case (.failure(let error), _), (_, .failure(let error)): return .failure(error)
+                var results: [WriteResult] = []
+                results.reserveCapacity(prepared.count)
+                for (preparation, check) in zip(prepared, checks) {
+                    switch (preparation, check) {
+                    case (.failure(let error), _), (_, .failure(let error)): results.append(.failure(error))
                     case (.success(let edit), .success(let check)):
-                        return self.inSavepoint(transaction) {
-                            try self.apply(edit, newEdits: newEdits, user: user, check: check, in: transaction)
-                        }
+                        results.append(try self.inSavepoint(transaction) { protect in
+                            try self.apply(edit, newEdits: newEdits, user: user, check: check, in: transaction, protect: protect)
+                        })
                     }
                 }
                 // Thrown, the whole operation's savepoint rolls back: nothing of it is written.
@@ -82,8 +84,8 @@ extension Database {
         noteDesignWrite(edit.id?.isDesign == true)
         defer { noteDesignWrite(edit.id?.isDesign == true) }
         return try writer.perform { transaction in
-            try self.inSavepoint(transaction) {
-                try self.apply(prepared, newEdits: true, user: user, check: check, in: transaction)
+            try self.inSavepoint(transaction) { protect in
+                try self.apply(prepared, newEdits: true, user: user, check: check, in: transaction, protect: protect)
             }.get()
         }
     }
@@ -134,30 +136,39 @@ extension Database {
         noteDesignWrite(id.isDesign)
         defer { noteDesignWrite(id.isDesign) }
         return try writer.perform { transaction in
-            try self.inSavepoint(transaction) {
-                try self.apply(try build(transaction.connection), newEdits: true, user: user, check: check, in: transaction)
+            try self.inSavepoint(transaction) { protect in
+                try self.apply(try build(transaction.connection), newEdits: true, user: user, check: check,
+                               in: transaction, protect: protect)
             }.get()
         }
     }
 
-    private func inSavepoint(_ transaction: WriteTransaction, _ body: () throws -> RevisionID) -> WriteResult {
+    /// Runs one document's edit, whose writes are all undone if it fails: an edit of several
+    /// statements opens a savepoint before its first (`protect`); a new document's single
+    /// `INSERT` undoes itself, without the two statements of a savepoint (half of the statements
+    /// a new document runs). Throws when the transaction itself is gone (SQLite rolls it back on
+    /// a full disk or an I/O error), so that no later edit runs outside it, committed on its own.
+    private func inSavepoint(_ transaction: WriteTransaction,
+                             _ body: (_ protect: () throws -> Void) throws -> RevisionID) throws -> WriteResult {
         let saved = transaction.state
-        do {
+        var isProtected = false
+        func protect() throws {
+            guard !isProtected else { return }
             try transaction.connection.run("SAVEPOINT document")
-            do {
-                let revision = try body()
-                try transaction.connection.run("RELEASE document")
-                return .success(revision)
-            } catch {
-                transaction.state = saved
+            isProtected = true
+        }
+        do {
+            let revision = try body(protect)
+            if isProtected { try transaction.connection.run("RELEASE document") }
+            return .success(revision)
+        } catch {
+            transaction.state = saved
+            if isProtected {
                 try? transaction.connection.run("ROLLBACK TO document")
                 try? transaction.connection.run("RELEASE document")
-                throw error
             }
-        } catch let error as CouchError {
-            return .failure(error)
-        } catch {
-            return .failure(CouchError(.unknownError, String(describing: error)))
+            if transaction.connection.isAutocommit { throw error }
+            return .failure(error as? CouchError ?? CouchError(.unknownError, String(describing: error)))
         }
     }
 
@@ -179,8 +190,9 @@ extension Database {
         return (body, stored.attachments)
     }
 
+    /// `protect`: called before the writes of an edit that takes more than one statement.
     private func apply(_ prepared: PreparedEdit, newEdits: Bool, user: UserContext, check: ValidationCheck,
-                       in transaction: WriteTransaction) throws -> RevisionID {
+                       in transaction: WriteTransaction, protect: () throws -> Void) throws -> RevisionID {
         let edit = prepared.edit
         guard let id = edit.id else { throw CouchError.badRequest("Document id is missing") }
         if id.isLocal { return try applyLocal(edit, id: id, bodyBytes: prepared.bodyBytes, in: transaction) }
@@ -246,6 +258,7 @@ extension Database {
                  .blob(body), .blob(tree.encoded()), attachmentBytes])
             return revision
         }
+        try protect()
         // The winner's body lives in the row; every other stored body in revision_bodies.
         var winnerBody: SQLiteValue = .blob(existing.body)
         var winnerAttachments: SQLiteValue = existing.attachments.isEmpty ? .null : .blob(existing.attachments)

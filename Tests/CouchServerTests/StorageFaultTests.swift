@@ -210,7 +210,9 @@ import Testing
         let upload = try request("PUT", "/full/attached/big.bin", type: "application/octet-stream", big)
         #expect(upload.status == 507, "\(upload.text)")
         #expect(try JSONValue.parse(upload.body)["error"] == "insufficient_storage")
-        let bulk = try request("POST", "/full/_bulk_docs", Array(#"{"docs":[{"_id":"bulk","pad":"\#(padding)\#(padding)\#(padding)"}]}"#.utf8))
+        let bulk = try request("POST", "/full/_bulk_docs", Array(#"""
+            {"docs":[{"_id":"bulk","pad":"\#(padding)\#(padding)\#(padding)"},{"_id":"bulk2","n":1}]}
+            """#.utf8))
         #expect(bulk.status == 201 || bulk.status == 507, "\(bulk.text)")
         let bulkRefused = bulk.status == 507 || (try? JSONValue.parse(bulk.body)[0]?["error"]) == "insufficient_storage"
         #expect(bulkRefused, "\(bulk.text)")
@@ -220,7 +222,8 @@ import Testing
             let document = try JSONValue.parse(try request("GET", "/full/\(id)").body)
             #expect(document["_rev"]?.stringValue == rev, "\(id)")
         }
-        for id in refused + ["attached", "bulk"] {
+        // A bulk request's documents are refused together when its transaction fails.
+        for id in refused + ["attached", "bulk"] + (bulk.status == 507 ? ["bulk2"] : []) {
             #expect(try request("GET", "/full/\(id)").status == 404, "\(id) was refused yet is there")
         }
         let blobs = DatabaseFiles.blobs(of: "full", in: server.directory)
