@@ -334,12 +334,4 @@ extension Array where Element == UInt8 {
     public mutating func append(literal: StaticString) {
         append(contentsOf: UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
     }
-
-    /// Appends a copy of some of its own bytes (a string written once and needed again in a row).
-    public mutating func appendCopy(of range: Range<Int>) {
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: range.count) { copy in
-            _ = copy.initialize(fromContentsOf: self[range])
-            append(contentsOf: copy)
-        }
-    }
 }

@@ -221,13 +221,24 @@ enum AllDocumentsRoute {
         }
 
         /// A listing's row from a live document's stored bytes, as `write` writes its parsed row
-        /// when the document has no attachments and only itself to show: the ID (escaped once if
+        /// when the document has no attachments and only itself to show: the ID (escaped first if
         /// it needs it) as the key and `_id` too, the revision as stored (`RevisionID.isWrittenAsStored`).
         static func write(storedID id: UnsafeRawBufferPointer, revision: UnsafeRawBufferPointer,
                           body: UnsafeRawBufferPointer?, to output: inout [UInt8]) {
-            guard !JSONWriter.needsEscaping(utf8: id) else {
-                return writeEscaping(storedID: id, revision: revision, body: body, to: &output)
+            guard JSONWriter.needsEscaping(utf8: id) else {
+                return write(idText: id, revision: revision, body: body, to: &output)
             }
+            var quoted: [UInt8] = []
+            JSONWriter.appendString(utf8: id, to: &quoted)
+            quoted.withUnsafeBytes { quoted in
+                write(idText: UnsafeRawBufferPointer(rebasing: quoted.dropFirst().dropLast()), revision: revision,
+                      body: body, to: &output)
+            }
+        }
+
+        /// `idText`: the ID as it stands between the quotes of a JSON string.
+        private static func write(idText id: UnsafeRawBufferPointer, revision: UnsafeRawBufferPointer,
+                                  body: UnsafeRawBufferPointer?, to output: inout [UInt8]) {
             // Everything up to the body's members made on the stack and appended at once: a row
             // is a dozen pieces, and each append to the page checks its capacity and ownership.
             withUnsafeTemporaryAllocation(byteCount: 3 * id.count + 2 * revision.count + 64, alignment: 1) { head in
@@ -252,29 +263,6 @@ enum AllDocumentsRoute {
                 DocumentJSON.appendMembers(of: body, to: &output)
                 output.append(literal: "}}")
             }
-        }
-
-        private static func writeEscaping(storedID id: UnsafeRawBufferPointer, revision: UnsafeRawBufferPointer,
-                                          body: UnsafeRawBufferPointer?, to output: inout [UInt8]) {
-            output.append(literal: #"{"id":"#)
-            let idStart = output.count
-            JSONWriter.appendString(utf8: id, to: &output)
-            let escapedID = idStart..<output.count
-            output.append(literal: #","key":"#)
-            output.appendCopy(of: escapedID)
-            output.append(literal: #","value":{"rev":""#)
-            output.append(contentsOf: revision)
-            output.append(literal: #""}"#)
-            if let body {
-                output.append(literal: #","doc":{"_id":"#)
-                output.appendCopy(of: escapedID)
-                output.append(literal: #","_rev":""#)
-                output.append(contentsOf: revision)
-                output.append(UInt8(ascii: "\""))
-                DocumentJSON.appendMembers(of: body, to: &output)
-                output.append(UInt8(ascii: "}"))
-            }
-            output.append(UInt8(ascii: "}"))
         }
     }
 }
