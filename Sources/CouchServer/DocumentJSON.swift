@@ -286,8 +286,22 @@ enum DocumentJSON {
         output.append(UInt8(ascii: "]"))
     }
 
-    /// `{"ok":true,"id":...,"rev":...}`, the answer to a write.
-    static func writeResult(id: DocumentID, revision: RevisionID) -> JSONValue {
-        ["ok": true, "id": JSONValue(id.rawValue), "rev": JSONValue(revision.description)]
+    /// `{"ok":true,"id":...,"rev":...}`, the answer to a write, as a response body.
+    static func writeResult(id: DocumentID, revision: RevisionID) -> [UInt8] {
+        var output: [UInt8] = []
+        output.reserveCapacity(id.rawValue.utf8.count + 64)
+        appendWriteResult(id: id, revision: revision, to: &output)
+        output.append(UInt8(ascii: "\n"))
+        return output
+    }
+
+    /// `{"ok":true,"id":...,"rev":...}` written without building a `JSONValue` (a `_bulk_docs`
+    /// answer has one per document).
+    static func appendWriteResult(id: DocumentID, revision: RevisionID, to output: inout [UInt8]) {
+        output.append(literal: #"{"ok":true,"id":"#)
+        JSONWriter.appendString(id.rawValue, to: &output)
+        output.append(literal: #","rev":"#)
+        revision.appendJSON(to: &output)
+        output.append(UInt8(ascii: "}"))
     }
 }

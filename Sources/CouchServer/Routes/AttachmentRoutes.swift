@@ -66,7 +66,7 @@ enum AttachmentRoutes {
         }
         let revision = try database.putAttachment(id, revision: try context.revisionOption(), name: name,
                                                   contentType: contentType, blob: blob, as: context.user)
-        return .json(context.quorumStatus(201), DocumentJSON.writeResult(id: id, revision: revision),
+        return .json(context.quorumStatus(201), bytes: DocumentJSON.writeResult(id: id, revision: revision),
                      headers: [("ETag", "\"\(revision)\""),
                                ("Location", context.absoluteURL(database: database.name, id: id, attachment: name))])
     }
@@ -77,7 +77,7 @@ enum AttachmentRoutes {
         guard let revision = try context.revisionOption() else { throw CouchError.documentConflict }
         let newRevision = try database.deleteAttachment(id, revision: revision, name: name, as: context.user)
         // 200 whatever `w` asks: CouchDB answers a removed attachment so.
-        return .json(200, DocumentJSON.writeResult(id: id, revision: newRevision),
+        return .json(200, bytes: DocumentJSON.writeResult(id: id, revision: newRevision),
                      headers: [("ETag", "\"\(newRevision)\"")])
     }
 

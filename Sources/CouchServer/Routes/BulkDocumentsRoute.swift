@@ -46,21 +46,27 @@ enum BulkDocumentsRoute {
             case .failure(let error): .failure(error)
             }
         }
-        var output: [JSONValue] = []
+        // Written as bytes, a result at a time: a `JSONValue` per document cost more than its write.
+        var output: [UInt8] = [UInt8(ascii: "[")]
+        output.reserveCapacity(results.count * 80 + 2)
+        var listed = 0
         for (edit, result) in zip(edits, results) {
-            let id = JSONValue(edit.id?.rawValue ?? "")
+            // With new_edits=false CouchDB lists only the failures.
+            if case .success = result, !newEdits { continue }
+            if listed > 0 { output.append(UInt8(ascii: ",")) }
+            listed += 1
             switch result {
             case .success(let revision):
-                // With new_edits=false CouchDB lists only the failures.
-                if newEdits { output.append(["ok": true, "id": id, "rev": JSONValue(revision.description)]) }
+                DocumentJSON.appendWriteResult(id: edit.id ?? DocumentID(""), revision: revision, to: &output)
             case .failure(let error):
-                var entry: JSONObject = ["id": id]
+                var entry: JSONObject = ["id": JSONValue(edit.id?.rawValue ?? "")]
                 if let revision = edit.revision, !newEdits { entry["rev"] = JSONValue(revision.description) }
                 entry["error"] = JSONValue(error.error)
                 entry["reason"] = JSONValue(error.reason)
-                output.append(.object(entry))
+                JSONValue.object(entry).write(to: &output)
             }
         }
-        return .json(context.quorumStatus(201, bodyW: body["w"]), .array(output))
+        output.append(contentsOf: "]\n".utf8)
+        return .json(context.quorumStatus(201, bodyW: body["w"]), bytes: output)
     }
 }

@@ -135,7 +135,7 @@ enum DocumentRoutes {
         let edit = try context.authorizedEdit(DocumentEdit(id: id, revision: try context.revisionOption(), isDeleted: true),
                                               in: database)
         let revision = try database.update(edit, as: context.user)
-        return .json(context.quorumStatus(200), DocumentJSON.writeResult(id: id, revision: revision),
+        return .json(context.quorumStatus(200), bytes: DocumentJSON.writeResult(id: id, revision: revision),
                      headers: [("ETag", "\"\(revision)\"")])
     }
 
@@ -173,7 +173,7 @@ enum DocumentRoutes {
         let edit = try context.authorizedEdit(DocumentEdit(id: targetID, revision: destinationRevision, body: body),
                                               in: database)
         let revision = try database.update(edit, keeping: source.revision.attachments, as: context.user)
-        return .json(context.quorumStatus(201), DocumentJSON.writeResult(id: targetID, revision: revision),
+        return .json(context.quorumStatus(201), bytes: DocumentJSON.writeResult(id: targetID, revision: revision),
                      headers: [location(context, id: targetID), ("ETag", "\"\(revision)\"")])
     }
 
@@ -196,7 +196,7 @@ enum DocumentRoutes {
     }
 
     static func written(_ context: RouteContext, id: DocumentID, revision: RevisionID) -> HTTPResponse {
-        .json(context.quorumStatus(201), DocumentJSON.writeResult(id: id, revision: revision),
+        .json(context.quorumStatus(201), bytes: DocumentJSON.writeResult(id: id, revision: revision),
               headers: [("ETag", "\"\(revision)\""), location(context, id: id)])
     }
 }

@@ -51,7 +51,7 @@ enum FormUploadRoute {
         edit.id = id
         edit = try context.authorizedEdit(edit, in: database)
         let revision = try database.update(edit, as: context.user)
-        return .json(201, DocumentJSON.writeResult(id: id, revision: revision), headers: [("ETag", "\"\(revision)\"")])
+        return .json(201, bytes: DocumentJSON.writeResult(id: id, revision: revision), headers: [("ETag", "\"\(revision)\"")])
     }
 
     /// CouchDB's `validate_referer`: a form post must come from a page of this host.

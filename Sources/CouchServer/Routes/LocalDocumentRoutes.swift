@@ -17,13 +17,13 @@ enum LocalDocumentRoutes {
         edit.revision = edit.revisionField
         edit.history = nil
         let revision = try context.database().update(edit)
-        return .json(201, DocumentJSON.writeResult(id: id, revision: revision))
+        return .json(201, bytes: DocumentJSON.writeResult(id: id, revision: revision))
     }
 
     static func deleteLocalDocument(_ context: RouteContext) throws -> HTTPResponse {
         let id = try context.documentID
         let edit = DocumentEdit(id: id, revision: try context.revisionOption(), isDeleted: true)
         let revision = try context.database().update(edit)
-        return .json(200, DocumentJSON.writeResult(id: id, revision: revision))
+        return .json(200, bytes: DocumentJSON.writeResult(id: id, revision: revision))
     }
 }
