@@ -231,6 +231,19 @@ enum DocumentJSON {
         return output
     }
 
+    /// A live document without attachments or metadata, from its stored bytes: `{"_id":…,"_rev":…`,
+    /// the body's members, `}` (`revision` as stored, when `RevisionID.isWrittenAsStored`).
+    static func appendStored(id: UnsafeRawBufferPointer, revision: UnsafeRawBufferPointer,
+                             body: UnsafeRawBufferPointer, to output: inout [UInt8]) {
+        output.append(literal: #"{"_id":"#)
+        JSONWriter.appendString(utf8: id, to: &output)
+        output.append(literal: #","_rev":""#)
+        output.append(contentsOf: revision)
+        output.append(UInt8(ascii: "\""))
+        appendMembers(of: body, to: &output)
+        output.append(UInt8(ascii: "}"))
+    }
+
     /// Appends `,"a":1,"b":2` from a stored `{"a":1,"b":2}`.
     static func appendMembers(of body: [UInt8], to output: inout [UInt8]) {
         body.withUnsafeBytes { appendMembers(of: $0, to: &output) }

@@ -67,13 +67,8 @@ struct ChangeRowWriter: Sendable {
         output.append(literal: #""}]"#)
         if listed.isDeleted { output.append(literal: #","deleted":true"#) }
         if includeDocs {
-            output.append(literal: #","doc":{"_id":"#)
-            JSONWriter.appendString(utf8: listed.id, to: &output)
-            output.append(literal: #","_rev":""#)
-            output.append(contentsOf: listed.revision)
-            output.append(UInt8(ascii: "\""))
-            DocumentJSON.appendMembers(of: listed.body, to: &output)
-            output.append(UInt8(ascii: "}"))
+            output.append(literal: #","doc":"#)
+            DocumentJSON.appendStored(id: listed.id, revision: listed.revision, body: listed.body, to: &output)
         }
         output.append(UInt8(ascii: "}"))
     }

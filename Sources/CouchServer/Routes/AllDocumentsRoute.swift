@@ -241,6 +241,7 @@ enum AllDocumentsRoute {
                                   body: UnsafeRawBufferPointer?, to output: inout [UInt8]) {
             // Everything up to the body's members made on the stack and appended at once: a row
             // is a dozen pieces, and each append to the page checks its capacity and ownership.
+            // (The document is `DocumentJSON.appendStored`'s, its head written here with the row's.)
             withUnsafeTemporaryAllocation(byteCount: 3 * id.count + 2 * revision.count + 64, alignment: 1) { head in
                 var end = 0
                 func put(_ bytes: UnsafeRawBufferPointer) {
