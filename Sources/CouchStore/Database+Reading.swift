@@ -156,9 +156,36 @@ extension Database {
             attachments: query.includeBodies ? AttachmentInfo.decode(row.blob(6)) : [])
     }
 
-    /// How many documents changed after `sequence`.
+    /// How many documents changed after `sequence`. Counted from the nearest count remembered
+    /// for the same rows when fewer sequences lie between the two than after `sequence`.
     public func pendingChanges(after sequence: Int) throws -> Int {
-        try readers.withConnection { try $0.scalarInt("SELECT count(*) FROM documents WHERE sequence > ?", [.int(sequence)]) ?? 0 }
+        try readers.withConnection { connection in
+            let state = try Self.rowState(connection)
+            guard sequence < state.sequence else { return 0 }
+            let nearest = pendingCounts.counts(in: state).min { abs($0.position - sequence) < abs($1.position - sequence) }
+            let count: Int
+            if let nearest, abs(nearest.position - sequence) < state.sequence - sequence {
+                let between = try connection.scalarInt(
+                    "SELECT count(*) FROM documents WHERE sequence > ? AND sequence <= ?",
+                    [.int(min(nearest.position, sequence)), .int(max(nearest.position, sequence))]) ?? 0
+                count = sequence > nearest.position ? nearest.count - between : nearest.count + between
+            } else {
+                count = try connection.scalarInt("SELECT count(*) FROM documents WHERE sequence > ?", [.int(sequence)]) ?? 0
+            }
+            pendingCounts.remember(.init(position: sequence, count: count), in: state)
+            return count
+        }
+    }
+
+    /// The rows' highest sequence and the purges made, as this connection's snapshot sees them.
+    private static func rowState(_ connection: SQLiteConnection) throws -> DocumentRowsState {
+        var state = DocumentRowsState(sequence: 0, purges: 0)
+        try connection.query(
+            "SELECT (SELECT max(sequence) FROM documents), (SELECT value FROM metadata WHERE key = 'purge_seq')"
+        ) { row in
+            state = .init(sequence: row.int(0), purges: Int(row.isNull(1) ? "0" : row.text(1)) ?? 0)
+        }
+        return state
     }
 
     /// Live documents in ID order within the query's key range, after `query.after` when
@@ -239,10 +266,33 @@ extension Database {
                 return all - deleted
             }
             let total = query.within == nil ? try Self.documentCounts(connection).live : try live("1\(range)", bounds)
+            // Live documents before `start` in the listing's order. Without a partition's range,
+            // counted from the nearest count remembered for the same rows on the near side of
+            // `start` (a client paging on with `startkey` and `skip=1`, as PouchDB does).
+            func preceding(_ start: String) throws -> Int {
+                let comparison = query.descending ? "doc_id > ?" : "doc_id < ?"
+                guard query.within == nil else { return try live(comparison + range, [.text(start)] + bounds) }
+                let state = try Self.rowState(connection)
+                let key = OrderedID(start)
+                let remembered = query.descending ? descendingOffsets : ascendingOffsets
+                let nearSide = remembered.counts(in: state).filter { query.descending ? key <= $0.position : $0.position <= key }
+                let nearest = query.descending ? nearSide.min { $0.position < $1.position } : nearSide.max { $0.position < $1.position }
+                let count: Int
+                if let nearest {
+                    let known = nearest.position.text
+                    let between = query.descending
+                        ? try live("doc_id > ? AND doc_id <= ?", [.text(start), .text(known)])
+                        : try live("doc_id >= ? AND doc_id < ?", [.text(known), .text(start)])
+                    count = nearest.count + between
+                } else {
+                    count = try live(comparison, [.text(start)])
+                }
+                remembered.remember(.init(position: key, count: count), in: state)
+                return count
+            }
             var offset = query.skip
             if let start = query.startKey {
-                let comparison = query.descending ? "doc_id > ?" : "doc_id < ?"
-                let preceding = try live(comparison + range, [.text(start)] + bounds)
+                let preceding = try preceding(start)
                 // `skip` is the client's number: saturate rather than trap near Int.max.
                 let (sum, overflow) = offset.addingReportingOverflow(preceding)
                 offset = overflow ? Int.max : sum

@@ -11,6 +11,10 @@ public final class Database: @unchecked Sendable {
     /// compares it between `GET /db` and `_ensure_full_commit`.
     public let instanceStartTime: String
     public let notifier = ChangeNotifier()
+    /// `pendingChanges`' counts and `_all_docs`' offsets, for clients paging through them.
+    let pendingCounts = RememberedCounts<Int>()
+    let ascendingOffsets = RememberedCounts<OrderedID>()
+    let descendingOffsets = RememberedCounts<OrderedID>()
     let writer: WriteQueue
     let readers: ReaderPool
     public let attachments: AttachmentStore

@@ -86,6 +86,46 @@ import Testing
         #expect(try position("/db/_design_docs?startkey=%22_design/z%22") == (2, 1, "_design/z"))
     }
 
+    /// `offset` while a client pages on with `startkey` and `skip=1` (counted from the last
+    /// page's count when it can be) is the number of live rows before the page, in both
+    /// directions, through creations before the page, deletions and purges between pages.
+    @Test func allDocsOffsetWhilePagingCountsTheRowsBefore() throws {
+        defer { server.stop() }
+        let documents = (0..<50).map { #"{"_id":"k\#(String(format: "%02d", $0))"}"# }.joined(separator: ",")
+        #expect(try server.json("POST", "/db/_bulk_docs", body: #"{"docs":[\#(documents)]}"#).status == 201)
+        func revision(_ id: String) throws -> String {
+            try server.json("GET", "/db/\(id)").json["_rev"]?.stringValue ?? ""
+        }
+        for descending in [false, true] {
+            var start: String?
+            for page in 0..<10 {
+                let order = descending ? "&descending=true" : ""
+                let from = start.map { "&startkey=%22\($0)%22&skip=1" } ?? ""
+                let listing = try server.json("GET", "/db/_all_docs?limit=6\(order)\(from)").json
+                let rows = listing["rows"]?.arrayValue ?? []
+                if let start {
+                    // Rows before `start` in this order, listed rather than counted; `skip` on top.
+                    let before = try server.json("GET", "/db/_all_docs?endkey=%22\(start)%22&inclusive_end=false\(order)")
+                        .json["rows"]?.arrayValue?.count ?? -1
+                    let total = try #require(listing["total_rows"]?.intValue)
+                    #expect(listing["offset"]?.intValue == min(before + 1, total), "page \(page), descending \(descending)")
+                }
+                guard let last = rows.last?["id"]?.stringValue else { break }
+                start = last
+                switch page {
+                case 1:  // created before the page, in either order
+                    _ = try server.put("db", descending ? "z\(page)" : "a\(page)", "{}")
+                case 3:
+                    #expect(try server.json("DELETE", "/db/\(last)?rev=\(try revision(last))").status == 200)
+                case 5:  // a purge removes a row without a new sequence
+                    let passed = rows[0]["id"]?.stringValue ?? ""
+                    #expect(try server.json("POST", "/db/_purge", body: #"{"\#(passed)":["\#(try revision(passed))"]}"#).status == 201)
+                default: break
+                }
+            }
+        }
+    }
+
     /// A listing's rows are written from the stored bytes when they can be: every row is the
     /// document as a `GET` answers it, whatever its ID needs escaped and whatever form its
     /// revision came in (an MD5 in upper case is answered in lower case).

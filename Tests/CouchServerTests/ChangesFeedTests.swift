@@ -67,6 +67,49 @@ import Testing
         #expect(upper["changes"] == [["rev": "1-0123456789abcdef0123456789abcdef"]])
     }
 
+    /// `pending` while a client pages through the feed (counted from the last page's count
+    /// when it can be) is what the feed still holds after the page, through edits, deletions
+    /// and purges between pages, and when a client goes back to an earlier page.
+    @Test func pendingWhilePagingIsWhatTheFeedStillHolds() throws {
+        defer { server.stop() }
+        let documents = (0..<60).map { #"{"_id":"d\#($0)","n":\#($0)}"# }.joined(separator: ",")
+        #expect(try server.json("POST", "/db/_bulk_docs", body: #"{"docs":[\#(documents)]}"#).status == 201)
+        func remaining(after since: String) throws -> Int {
+            try server.json("GET", "/db/_changes?since=\(since)").json["results"]?.arrayValue?.count ?? -1
+        }
+        func revision(_ id: String) throws -> String {
+            try server.json("GET", "/db/\(id)").json["_rev"]?.stringValue ?? ""
+        }
+        var since = "0"
+        var pages: [String] = []
+        for page in 0..<12 {
+            let changes = try server.json("GET", "/db/_changes?limit=7&since=\(since)").json
+            let last = try #require(changes["last_seq"]?.stringValue)
+            #expect(changes["pending"] == JSONValue(try remaining(after: last)), "page \(page)")
+            pages.append(since)
+            since = last
+            switch page {
+            case 2:  // edits of rows already listed and of rows still ahead
+                for id in ["d1", "d40"] { _ = try server.put("db", id, #"{"_rev":"\#(try revision(id))","n":-1}"#) }
+            case 4:
+                #expect(try server.json("DELETE", "/db/d50?rev=\(try revision("d50"))").status == 200)
+            case 6:  // purges remove rows without a new sequence
+                for id in ["d2", "d55"] {
+                    let purge = #"{"\#(id)":["\#(try revision(id))"]}"#
+                    #expect(try server.json("POST", "/db/_purge", body: purge).status == 201)
+                }
+            case 8:  // back to an earlier page, then on again
+                for earlier in pages.prefix(4).reversed() {
+                    let changes = try server.json("GET", "/db/_changes?limit=7&since=\(earlier)").json
+                    let last = try #require(changes["last_seq"]?.stringValue)
+                    #expect(changes["pending"] == JSONValue(try remaining(after: last)), "from \(earlier)")
+                }
+            default: break
+            }
+        }
+        #expect(try server.json("GET", "/db/_changes?since=\(since)").json["pending"] == 0)
+    }
+
     @Test func allDocsStyleListsEveryLeafAndDeletionsAreMarked() throws {
         defer { server.stop() }
         _ = try server.json("POST", "/db/_bulk_docs", body: #"{"new_edits":false,"docs":[{"_id":"c","_rev":"1-a"},{"_id":"c","_rev":"1-b"}]}"#)

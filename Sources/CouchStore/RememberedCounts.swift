@@ -1,0 +1,61 @@
+import Foundation
+
+/// What a database's document rows are: their highest sequence and the purges made, read in the
+/// snapshot a count is made in. The rows change only through writes, each taking a new sequence,
+/// and purges, which may remove a row without one.
+struct DocumentRowsState: Equatable {
+    let sequence: Int
+    let purges: Int
+}
+
+/// Counts of rows past a position in an ordered index (documents changed after a sequence, live
+/// documents before an ID), remembered for the state of the rows they were made in. SQLite keeps
+/// no counts in its B-trees' inner nodes, as CouchDB's do, so a count costs one step per row
+/// counted; a client paging through a large database (`_changes` under `limit`, `_all_docs` with
+/// `startkey` and `skip=1`, as PouchDB pages) asks for the count past each page in turn, and
+/// counting only the rows between the last page's position and this one makes each page's count
+/// cost the page, not the database.
+final class RememberedCounts<Position: Sendable>: @unchecked Sendable {
+    struct Count {
+        let position: Position
+        let count: Int
+    }
+
+    private let lock = NSLock()
+    private var state: DocumentRowsState?
+    private var counts: [Count] = []
+    /// A few clients paging at once each find their last page's count.
+    private let capacity = 16
+
+    /// The counts remembered for rows in `state`.
+    func counts(in state: DocumentRowsState) -> [Count] {
+        lock.withLock { self.state == state ? counts : [] }
+    }
+
+    /// Keeps `count`, made in `state`; counts made in another state are dropped.
+    func remember(_ count: Count, in state: DocumentRowsState) {
+        lock.withLock {
+            if self.state != state {
+                self.state = state
+                counts.removeAll()
+            }
+            if counts.count >= capacity { counts.removeFirst() }
+            counts.append(count)
+        }
+    }
+}
+
+/// A document ID ordered as SQLite orders the `doc_id` column (its UTF-8 bytes, as `memcmp`),
+/// which is not how Swift orders strings.
+struct OrderedID: Comparable, Sendable {
+    let text: String
+    private let bytes: [UInt8]
+
+    init(_ text: String) {
+        self.text = text
+        bytes = Array(text.utf8)
+    }
+
+    static func < (left: OrderedID, right: OrderedID) -> Bool { left.bytes.lexicographicallyPrecedes(right.bytes) }
+    static func == (left: OrderedID, right: OrderedID) -> Bool { left.bytes == right.bytes }
+}
