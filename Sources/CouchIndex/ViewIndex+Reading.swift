@@ -55,30 +55,73 @@ extension ViewIndex {
         }
     }
 
-    /// How many rows of `view` come before `range` in its direction (CouchDB's `offset`).
+    /// How many rows of `view` come before `range` in its direction (CouchDB's `offset`). Outside
+    /// a partition, counted from the nearest count remembered for the same rows on the near side
+    /// of the start (a client paging on with `startkey`, `startkey_docid` and `skip=1`, as
+    /// CouchDB's documentation pages).
     public func offset(view: Int, range: ViewRange) throws(CouchError) -> Int {
         guard let start = range.startKey else { return 0 }
         let prefix = range.partition.map(ViewRange.partitionPrefix) ?? []
         let key = prefix + definition.collation(view).sortKey(start)
-        var condition: String
-        var arguments: [SQLiteValue] = [.int(view), .blob(key)]
-        switch (range.descending, range.startDocID) {
-        case (false, nil): condition = "key < ?"
-        case (true, nil): condition = "key > ?"
-        case (false, let id?):
-            condition = "(key, doc_id) < (?, ?)"
-            arguments.append(.text(id))
-        case (true, let id?):
-            condition = "(key, doc_id) > (?, ?)"
-            arguments.append(.text(id))
-        }
-        if !prefix.isEmpty {
+        guard prefix.isEmpty else {
+            var condition = range.descending ? "key > ?" : "key < ?"
+            var arguments: [SQLiteValue] = [.int(view), .blob(key)]
+            if let id = range.startDocID {
+                condition = range.descending ? "(key, doc_id) > (?, ?)" : "(key, doc_id) < (?, ?)"
+                arguments.append(.text(id))
+            }
             condition += " AND key >= ? AND key < ?"
             arguments += [.blob(prefix), .blob(ViewRange.successor(of: prefix))]
+            return try withReader {
+                try $0.scalarInt("SELECT count(*) FROM rows WHERE view = ? AND \(condition)", arguments) ?? 0
+            }
         }
-        return try withReader {
-            try $0.scalarInt("SELECT count(*) FROM rows WHERE view = ? AND \(condition)", arguments) ?? 0
+        // Ascending, no `startkey_docid` starts before the key's first ID, as "" does.
+        let bound = ViewRowBound(key: key, docID: range.descending ? range.startDocID : range.startDocID ?? "")
+        let remembered = rememberedOffsets(view: view, descending: range.descending)
+        return try withReader { connection in
+            func count(_ conditions: [(String, [SQLiteValue])]) throws -> Int {
+                let sql = "SELECT count(*) FROM rows WHERE view = ?" + conditions.map { " AND " + $0.0 }.joined()
+                return try connection.scalarInt(sql, [.int(view)] + conditions.flatMap(\.1)) ?? 0
+            }
+            // The state and the counts read in one snapshot.
+            try connection.run("BEGIN")
+            defer { try? connection.run("COMMIT") }
+            let state = try Self.rowsState(connection)
+            let nearSide = remembered.counts(in: state).filter { range.descending ? bound <= $0.position : $0.position <= bound }
+            let nearest = range.descending ? nearSide.min { $0.position < $1.position } : nearSide.max { $0.position < $1.position }
+            let offset: Int
+            switch (range.descending, nearest) {
+            case (false, let nearest?):
+                offset = nearest.count + (try count([nearest.position.condition(">="), bound.condition("<")]))
+            case (true, let nearest?):
+                offset = nearest.count + (try count([bound.condition(">"), nearest.position.condition("<=")]))
+            case (let descending, nil):
+                offset = try count([bound.condition(descending ? ">" : "<")])
+            }
+            remembered.remember(.init(position: bound, count: offset), in: state)
+            return offset
         }
+    }
+
+    /// `offset`'s counts remembered for `view` listed in one direction.
+    private func rememberedOffsets(view: Int, descending: Bool) -> RememberedCounts<ViewRowBound> {
+        stateLock.withLock {
+            let slot = view * 2 + (descending ? 1 : 0)
+            if let counts = offsetCounts[slot] { return counts }
+            let counts = RememberedCounts<ViewRowBound>()
+            offsetCounts[slot] = counts
+            return counts
+        }
+    }
+
+    /// The sequence and purge the rows are indexed up to, as this connection's snapshot sees them.
+    private static func rowsState(_ connection: SQLiteConnection) throws -> RowsState {
+        var values: [String: Int] = [:]
+        try connection.query("SELECT name, value FROM meta WHERE name IN ('update_seq', 'purge_seq')") {
+            values[$0.text(0)] = Int($0.text(1)) ?? 0
+        }
+        return RowsState(sequence: values["update_seq"] ?? 0, purges: values["purge_seq"] ?? 0)
     }
 
     /// SQL conditions selecting `range` of `view` (each a B-tree bound on the primary key).

@@ -25,6 +25,8 @@ public final class ViewIndex: @unchecked Sendable {
     var indexedSequence = 0
     var indexedPurge = 0
     var totals: [Int: Int] = [:]
+    /// `offset`'s remembered counts, by view and direction.
+    var offsetCounts: [Int: RememberedCounts<ViewRowBound>] = [:]
     private var idleReaders: [SQLiteConnection] = []
     var updating = false
     /// The seed of the stored reductions (`ReductionTree`), nil while they are not built;

@@ -178,8 +178,8 @@ extension Database {
     }
 
     /// The rows' highest sequence and the purges made, as this connection's snapshot sees them.
-    private static func rowState(_ connection: SQLiteConnection) throws -> DocumentRowsState {
-        var state = DocumentRowsState(sequence: 0, purges: 0)
+    private static func rowState(_ connection: SQLiteConnection) throws -> RowsState {
+        var state = RowsState(sequence: 0, purges: 0)
         try connection.query(
             "SELECT (SELECT max(sequence) FROM documents), (SELECT value FROM metadata WHERE key = 'purge_seq')"
         ) { row in

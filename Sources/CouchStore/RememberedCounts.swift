@@ -1,11 +1,17 @@
 import Foundation
 
-/// What a database's document rows are: their highest sequence and the purges made, read in the
-/// snapshot a count is made in. The rows change only through writes, each taking a new sequence,
-/// and purges, which may remove a row without one.
-struct DocumentRowsState: Equatable {
-    let sequence: Int
-    let purges: Int
+/// What a set of rows is, read in the snapshot a count is made in: the sequence and the purges
+/// they reflect. A database's document rows change only through writes, each taking a new
+/// sequence, and purges, which may remove a row without one; a view's rows only when it indexes
+/// up to a new sequence or purge.
+public struct RowsState: Equatable, Sendable {
+    public let sequence: Int
+    public let purges: Int
+
+    public init(sequence: Int, purges: Int) {
+        self.sequence = sequence
+        self.purges = purges
+    }
 }
 
 /// Counts of rows past a position in an ordered index (documents changed after a sequence, live
@@ -15,25 +21,32 @@ struct DocumentRowsState: Equatable {
 /// `startkey` and `skip=1`, as PouchDB pages) asks for the count past each page in turn, and
 /// counting only the rows between the last page's position and this one makes each page's count
 /// cost the page, not the database.
-final class RememberedCounts<Position: Sendable>: @unchecked Sendable {
-    struct Count {
-        let position: Position
-        let count: Int
+public final class RememberedCounts<Position: Sendable>: @unchecked Sendable {
+    public struct Count: Sendable {
+        public let position: Position
+        public let count: Int
+
+        public init(position: Position, count: Int) {
+            self.position = position
+            self.count = count
+        }
     }
 
     private let lock = NSLock()
-    private var state: DocumentRowsState?
+    private var state: RowsState?
     private var counts: [Count] = []
     /// A few clients paging at once each find their last page's count.
     private let capacity = 16
 
+    public init() {}
+
     /// The counts remembered for rows in `state`.
-    func counts(in state: DocumentRowsState) -> [Count] {
+    public func counts(in state: RowsState) -> [Count] {
         lock.withLock { self.state == state ? counts : [] }
     }
 
     /// Keeps `count`, made in `state`; counts made in another state are dropped.
-    func remember(_ count: Count, in state: DocumentRowsState) {
+    public func remember(_ count: Count, in state: RowsState) {
         lock.withLock {
             if self.state != state {
                 self.state = state

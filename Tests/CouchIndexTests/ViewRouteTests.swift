@@ -29,6 +29,52 @@ import Testing
 
     private func rows(_ json: JSONValue) -> [JSONValue] { json["rows"]?.arrayValue ?? [] }
 
+    /// `offset` while a client pages on with `startkey`, `startkey_docid` and `skip=1` (counted
+    /// from the last page's count when it can be) is the number of rows before the page, in both
+    /// directions, through rows added before the page, deletions and purges between pages, and
+    /// pages started at a key alone.
+    @Test func offsetWhilePagingCountsTheRowsBefore() throws {
+        let server = try TestServer()
+        defer { server.stop() }
+        try server.createDatabase("db")
+        try server.put("db", "_design/app", #"{"views":{"by_g":{"map":"function(doc) { if (doc.g !== undefined) emit(doc.g, null); }"}}}"#)
+        let documents = (0..<40).map { #"{"_id":"d\#(String(format: "%02d", $0))","g":\#($0 % 5)}"# }.joined(separator: ",")
+        #expect(try server.json("POST", "/db/_bulk_docs", body: #"{"docs":[\#(documents)]}"#).status == 201)
+        func revision(_ id: String) throws -> String {
+            try server.json("GET", "/db/\(id)").json["_rev"]?.stringValue ?? ""
+        }
+        let view = "/db/_design/app/_view/by_g"
+        for descending in [false, true] {
+            let order = descending ? "&descending=true" : ""
+            var start: (key: Int, id: String)?
+            for page in 0..<9 {
+                // Page 4 starts at its key alone (every row of the key, none skipped).
+                let keyOnly = page == 4
+                let from = start.map { keyOnly ? "&startkey=\($0.key)" : "&startkey=\($0.key)&startkey_docid=\($0.id)&skip=1" } ?? ""
+                let listing = try server.json("GET", "\(view)?limit=6\(order)\(from)").json
+                if let start {
+                    let end = keyOnly ? "&endkey=\(start.key)" : "&endkey=\(start.key)&endkey_docid=\(start.id)"
+                    let before = try server.json("GET", "\(view)?inclusive_end=false\(order)\(end)").json["rows"]?.arrayValue?.count ?? -1
+                    let total = try #require(listing["total_rows"]?.intValue)
+                    #expect(listing["offset"]?.intValue == min(before + (keyOnly ? 0 : 1), total), "page \(page), descending \(descending)")
+                }
+                let rows = listing["rows"]?.arrayValue ?? []
+                guard let last = rows.last, let key = last["key"]?.intValue, let id = last["id"]?.stringValue else { break }
+                start = (key, id)
+                switch page {
+                case 1:  // rows before the page, in either order
+                    _ = try server.put("db", "new\(descending)", #"{"g":\#(descending ? 9 : -1)}"#)
+                case 2:
+                    #expect(try server.json("DELETE", "/db/\(id)?rev=\(try revision(id))").status == 200)
+                case 5:
+                    let passed = rows[0]["id"]?.stringValue ?? ""
+                    #expect(try server.json("POST", "/db/_purge", body: #"{"\#(passed)":["\#(try revision(passed))"]}"#).status == 201)
+                default: break
+                }
+            }
+        }
+    }
+
     @Test func mapQueriesHonourCouchDBsParameters() throws {
         let server = try server()
         defer { server.stop() }
