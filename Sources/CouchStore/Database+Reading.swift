@@ -160,7 +160,7 @@ extension Database {
     /// for the same rows when fewer sequences lie between the two than after `sequence`.
     public func pendingChanges(after sequence: Int) throws -> Int {
         try readers.withConnection { connection in
-            let state = try Self.rowState(connection)
+            let state = try Self.rowsState(connection)
             guard sequence < state.sequence else { return 0 }
             let nearest = pendingCounts.counts(in: state).min { abs($0.position - sequence) < abs($1.position - sequence) }
             let count: Int
@@ -178,7 +178,7 @@ extension Database {
     }
 
     /// The rows' highest sequence and the purges made, as this connection's snapshot sees them.
-    private static func rowState(_ connection: SQLiteConnection) throws -> RowsState {
+    private static func rowsState(_ connection: SQLiteConnection) throws -> RowsState {
         var state = RowsState(sequence: 0, purges: 0)
         try connection.query(
             "SELECT (SELECT max(sequence) FROM documents), (SELECT value FROM metadata WHERE key = 'purge_seq')"
@@ -272,7 +272,7 @@ extension Database {
             func preceding(_ start: String) throws -> Int {
                 let comparison = query.descending ? "doc_id > ?" : "doc_id < ?"
                 guard query.within == nil else { return try live(comparison + range, [.text(start)] + bounds) }
-                let state = try Self.rowState(connection)
+                let state = try Self.rowsState(connection)
                 let key = OrderedID(start)
                 let remembered = query.descending ? descendingOffsets : ascendingOffsets
                 let nearSide = remembered.counts(in: state).filter { query.descending ? key <= $0.position : $0.position <= key }

@@ -40,15 +40,18 @@ import functions  # noqa: E402  (beside this file)
 import views  # noqa: E402  (beside this file)
 import mango  # noqa: E402
 import partitions  # noqa: E402
+import paging  # noqa: E402
 BANNER = re.compile(rb"listening on http://[^:/]+:(\d+)/")
 DB = "bench"                       # the database loaded by _bulk_docs and read by the other rows
 ID_FORMAT = "bench-%07d"           # document ids, fixed width so every document has the same size
 DOC_BYTES = 1024                   # size of a document as sent in _bulk_docs, _id included
 WORKLOADS = ["bulk_docs", "get_c10", "get_c100", "put_c1", "put_c10", "changes", "all_docs", "feed_latency",
              "replication", "idle_rss_after_load", "filter_changes", "validate_bulk_docs", "view_build", "view_query",
-             "view_query_docs", "view_reduce", "mango_find", "partition_query", "feeds_at_scale", "startup", "idle_rss"]
+             "view_query_docs", "view_reduce", "mango_find", "partition_query", "paging", "feeds_at_scale", "startup",
+             "idle_rss"]
 # The million-document run (--million) loads the database and measures what grows with it.
-MILLION_WORKLOADS = {"bulk_docs", "replication", "idle_rss_after_load", "view_build", "view_reduce", "mango_find"}
+MILLION_WORKLOADS = {"bulk_docs", "replication", "idle_rss_after_load", "view_build", "view_reduce", "mango_find",
+                     "paging"}
 
 
 class Settings:
@@ -466,6 +469,8 @@ class Bench:
                 mango.mango_find(self, server, expect, DB)
             if self.wanted("partition_query"):
                 partitions.partition_query(self, server, expect)
+            if self.wanted("paging"):
+                paging.paging(self, server, http_request, expect, DB, ID_FORMAT)
         except RuntimeError as failure:
             raise BenchError(str(failure))
         server.stop()
