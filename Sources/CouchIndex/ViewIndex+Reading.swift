@@ -88,10 +88,8 @@ extension ViewIndex {
             try connection.run("BEGIN")
             defer { try? connection.run("COMMIT") }
             let state = try Self.rowsState(connection)
-            let nearSide = remembered.counts(in: state).filter { range.descending ? bound <= $0.position : $0.position <= bound }
-            let nearest = range.descending ? nearSide.min { $0.position < $1.position } : nearSide.max { $0.position < $1.position }
             let offset: Int
-            switch (range.descending, nearest) {
+            switch (range.descending, remembered.nearest(to: bound, descending: range.descending, in: state)) {
             case (false, let nearest?):
                 offset = nearest.count + (try count([nearest.position.condition(">="), bound.condition("<")]))
             case (true, let nearest?):

@@ -275,10 +275,8 @@ extension Database {
                 let state = try Self.rowsState(connection)
                 let key = OrderedID(start)
                 let remembered = query.descending ? descendingOffsets : ascendingOffsets
-                let nearSide = remembered.counts(in: state).filter { query.descending ? key <= $0.position : $0.position <= key }
-                let nearest = query.descending ? nearSide.min { $0.position < $1.position } : nearSide.max { $0.position < $1.position }
                 let count: Int
-                if let nearest {
+                if let nearest = remembered.nearest(to: key, descending: query.descending, in: state) {
                     let known = nearest.position.text
                     let between = query.descending
                         ? try live("doc_id > ? AND doc_id <= ?", [.text(start), .text(known)])

@@ -72,3 +72,14 @@ struct OrderedID: Comparable, Sendable {
     static func < (left: OrderedID, right: OrderedID) -> Bool { left.bytes.lexicographicallyPrecedes(right.bytes) }
     static func == (left: OrderedID, right: OrderedID) -> Bool { left.bytes == right.bytes }
 }
+
+extension RememberedCounts where Position: Comparable {
+    /// The count remembered for rows in `state` at the position nearest `position` on its near
+    /// side: below it (at most `position`) for a count of what comes before in ascending order,
+    /// above it (at least `position`) in descending order. Counting from there reads only the
+    /// rows between, which all lie on the same side as the ones counted.
+    public func nearest(to position: Position, descending: Bool, in state: RowsState) -> Count? {
+        let nearSide = counts(in: state).filter { descending ? position <= $0.position : $0.position <= position }
+        return descending ? nearSide.min { $0.position < $1.position } : nearSide.max { $0.position < $1.position }
+    }
+}
