@@ -114,7 +114,7 @@ extension ViewIndex {
     }
 
     /// The sequence and purge the rows are indexed up to, as this connection's snapshot sees them.
-    private static func rowsState(_ connection: SQLiteConnection) throws -> RowsState {
+    static func rowsState(_ connection: SQLiteConnection) throws -> RowsState {
         var values: [String: Int] = [:]
         try connection.query("SELECT name, value FROM meta WHERE name IN ('update_seq', 'purge_seq')") {
             values[$0.text(0)] = Int($0.text(1)) ?? 0

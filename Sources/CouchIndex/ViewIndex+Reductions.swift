@@ -7,6 +7,8 @@ struct RowChanges {
     let trees: [ReductionTree]
     private(set) var removed: [Int: [[UInt8]]] = [:]
     private(set) var added: [Int: [[UInt8]]] = [:]
+    /// Rows added less rows removed, by view, whether or not the view reduces (`total_rows`).
+    private(set) var rowCountChanges: [Int: Int] = [:]
 
     init(trees: [ReductionTree]) { self.trees = trees }
 
@@ -15,11 +17,18 @@ struct RowChanges {
     private func tracks(_ view: Int) -> Bool { trees.contains { $0.view == view } }
 
     mutating func remove(view: Int, key: [UInt8], docID: String, dup: Int) {
+        rowCountChanges[view, default: 0] -= 1
         guard tracks(view) else { return }
         removed[view, default: []].append(RowPosition.encode(key: key, docID: docID, dup: dup))
     }
 
+    /// A row removed from a view that does not reduce (its position is not needed).
+    mutating func remove(view: Int) {
+        rowCountChanges[view, default: 0] -= 1
+    }
+
     mutating func add(view: Int, key: [UInt8], docID: String, dup: Int) {
+        rowCountChanges[view, default: 0] += 1
         guard tracks(view) else { return }
         added[view, default: []].append(RowPosition.encode(key: key, docID: docID, dup: dup))
     }
@@ -45,11 +54,11 @@ extension ViewIndex {
 
     /// Deletes a document's rows, noting where they were for the views that reduce.
     func deleteRows(of id: String, into changes: inout RowChanges) throws(CouchError) {
-        guard changes.isTracking else {
-            try writer.run("DELETE FROM rows WHERE doc_id = ?", [.text(id)])
-            return
-        }
         do {
+            guard changes.isTracking else {
+                try writer.query("DELETE FROM rows WHERE doc_id = ? RETURNING view", [.text(id)]) { changes.remove(view: $0.int(0)) }
+                return
+            }
             try writer.query("DELETE FROM rows WHERE doc_id = ? RETURNING view, key, dup", [.text(id)]) { row in
                 changes.remove(view: row.int(0), key: row.blob(1), docID: id, dup: row.int(2))
             }

@@ -41,15 +41,17 @@ extension ViewIndex {
             let next = current.last < target
                 ? BackgroundResult { () throws(CouchError) in try self.mapBatch(from: database, since: current.last) }
                 : nil
+            let rowCountChanges: [Int: Int]
             do {
-                try write(current, newUpTo: newUpTo)
+                rowCountChanges = try write(current, newUpTo: newUpTo)
             } catch {
                 _ = try? next?.value()   // nothing of this update runs once it has returned
                 throw error
             }
             stateLock.withLock {
+                let previous = RowsState(sequence: indexedSequence, purges: indexedPurge)
                 indexedSequence = current.last
-                totals.removeAll()
+                carryTotals(from: previous, to: RowsState(sequence: indexedSequence, purges: indexedPurge), by: rowCountChanges)
             }
             batch = try next?.value() ?? nil
         }
@@ -93,8 +95,10 @@ extension ViewIndex {
     }
 
     /// Writes a batch's rows in one transaction with the sequence it brings the index to, and
-    /// its stored reductions. Documents changed at sequences up to `newUpTo` have no rows yet.
-    private func write(_ batch: MappedBatch, newUpTo: Int) throws(CouchError) {
+    /// its stored reductions; returns the rows added less the rows removed, by view. Documents
+    /// changed at sequences up to `newUpTo` have no rows yet.
+    private func write(_ batch: MappedBatch, newUpTo: Int) throws(CouchError) -> [Int: Int] {
+        var rowCountChanges: [Int: Int] = [:]
         try transaction {
             var changed = RowChanges(trees: reductionSeed.map(trees) ?? [])
             for change in batch.changes {
@@ -114,7 +118,9 @@ extension ViewIndex {
             }
             try updateReductions(changed)
             try setMeta("update_seq", String(batch.last))
+            rowCountChanges = changed.rowCountChanges
         }
+        return rowCountChanges
     }
 
     /// Removes the rows of documents purged since the index last looked; documents that
@@ -131,11 +137,13 @@ extension ViewIndex {
             throw error as? CouchError ?? CouchError.internalError("cannot read purges")
         }
         let complete = infos.first.map { $0.sequence == purgeSequence + 1 } ?? false
+        var rowCountChanges: [Int: Int] = [:]
         try transaction {
             if complete {
                 var changed = RowChanges(trees: reductionSeed.map(trees) ?? [])
                 for info in infos { try deleteRows(of: info.id, into: &changed) }
                 try updateReductions(changed)
+                rowCountChanges = changed.rowCountChanges
             } else {
                 try writer.run("DELETE FROM rows")
                 try invalidateReductions()
@@ -144,9 +152,14 @@ extension ViewIndex {
             try setMeta("purge_seq", String(databasePurge))
         }
         stateLock.withLock {
+            let previous = RowsState(sequence: indexedSequence, purges: indexedPurge)
             if !complete { indexedSequence = 0 }
             indexedPurge = databasePurge
-            totals.removeAll()
+            if complete {
+                carryTotals(from: previous, to: RowsState(sequence: indexedSequence, purges: indexedPurge), by: rowCountChanges)
+            } else {
+                totals.removeAll()
+            }
         }
     }
 

@@ -75,6 +75,49 @@ import Testing
         }
     }
 
+    /// `total_rows` after each write (kept up to date by the index's batches rather than
+    /// counted again) is the number of rows the view lists, through documents emitting more
+    /// rows, fewer, none, deleted and purged, in an index of views that only map and in one
+    /// beside a view that reduces.
+    @Test func totalRowsFollowEveryWrite() throws {
+        let server = try TestServer()
+        defer { server.stop() }
+        try server.createDatabase("db")
+        let each = #"{"map": "function(doc) { for (var i = 0; i < (doc.k || 0); i++) emit(i, null); }"}"#
+        try server.put("db", "_design/plain", #"{"views": {"each": \#(each)}}"#)
+        try server.put("db", "_design/app", #"""
+            {"views": {"each": \#(each),
+                       "counted": {"map": "function(doc) { if (doc.k > 1) emit(doc.k, 1); }", "reduce": "_count"}}}
+            """#)
+        func check(_ step: String) throws {
+            for view in ["plain/_view/each", "app/_view/each", "app/_view/counted"] {
+                let path = "/db/_design/\(view)?reduce=false"
+                let head = try server.json("GET", path + "&limit=1").json
+                let listed = try server.json("GET", path).json["rows"]?.arrayValue?.count
+                #expect(head["total_rows"]?.intValue == listed, "\(view) after \(step)")
+            }
+        }
+        func revision(_ id: String) throws -> String { try server.json("GET", "/db/\(id)").json["_rev"]?.stringValue ?? "" }
+        try check("nothing")
+        let documents = (0..<20).map { #"{"_id":"d\#($0)","k":\#($0 % 4)}"# }.joined(separator: ",")
+        #expect(try server.json("POST", "/db/_bulk_docs", body: #"{"docs":[\#(documents)]}"#).status == 201)
+        try check("the first documents")
+        _ = try server.put("db", "d1", #"{"_rev":"\#(try revision("d1"))","k":5}"#)
+        try check("more rows")
+        _ = try server.put("db", "d3", #"{"_rev":"\#(try revision("d3"))","k":1}"#)
+        _ = try server.put("db", "d7", #"{"_rev":"\#(try revision("d7"))"}"#)
+        try check("fewer rows and none")
+        #expect(try server.json("DELETE", "/db/d2?rev=\(try revision("d2"))").status == 200)
+        try check("a deletion")
+        #expect(try server.json("POST", "/db/_purge", body: #"{"d5":["\#(try revision("d5"))"]}"#).status == 201)
+        try check("a purge")
+        for round in 0..<3 {
+            let more = (0..<5).map { #"{"_id":"r\#(round)-\#($0)","k":\#($0)}"# }.joined(separator: ",")
+            #expect(try server.json("POST", "/db/_bulk_docs", body: #"{"docs":[\#(more)]}"#).status == 201)
+            try check("round \(round)")
+        }
+    }
+
     @Test func mapQueriesHonourCouchDBsParameters() throws {
         let server = try server()
         defer { server.stop() }
