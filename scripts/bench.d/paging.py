@@ -2,7 +2,9 @@
 scale): `_changes?limit=100` from one page's `last_seq` to the next, `_all_docs?limit=100` and a
 view's rows from one page's last row on (`startkey`, `startkey_docid`, `skip=1`). Each page
 answers a `pending` or an `offset`, counts SQLite keeps in no B-tree node; a page must cost
-about the same wherever it lies in the database."""
+about the same wherever it lies in the database. And a view read after each write, whose
+`total_rows` the write changes."""
+import statistics
 import json
 import time
 import urllib.parse
@@ -70,3 +72,25 @@ def paging(bench, server, http_request, expect, db, id_format):
                        f"at the start, {deep_first * 1000:.1f} ms at 80%",
                   details={"deep_ms": deeper * 1000, "first_pages_ms": shallow * 1000,
                            "deep_start_ms": deep_first * 1000, "start_ms": shallow_first * 1000})
+
+    # A view read after each write (its `total_rows` changed) beside the same read without one.
+    rounds = 15
+    read = f"/{db}/_design/bench-paging/_view/by_hundred?limit=10"
+
+    def timed_read():
+        began = time.perf_counter()
+        status, data = http_request(server.port, "GET", read, timeout=600)
+        expect(status, data, (200,), "GET " + read)
+        return time.perf_counter() - began
+
+    after_write, unchanged = [], []
+    for index in range(rounds):
+        status, data = http_request(server.port, "PUT", f"/{db}/bench-paging-{index}", {"index": index})
+        expect(status, data, (201,), "PUT a document between view reads")
+        after_write.append(timed_read())
+        unchanged.append(timed_read())
+    slow, fast = statistics.median(after_write), statistics.median(unchanged)
+    bench.add("paging", f"A view read (limit=10) after each write, {s.docs:,} docs", "ms", slow * 1000, fast * 1000,
+              "the same read with no write before it (median)", "≤ 3×: no count of the whole view (issue 31)",
+              slow <= 3 * fast, note=f"median of {rounds}; the read after a write indexes that document too",
+              details={"after_write_ms": [t * 1000 for t in after_write], "unchanged_ms": [t * 1000 for t in unchanged]})
