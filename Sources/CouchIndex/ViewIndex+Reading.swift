@@ -97,7 +97,7 @@ extension ViewIndex {
             case (let descending, nil):
                 offset = try count([bound.condition(descending ? ">" : "<")])
             }
-            remembered.remember(.init(position: bound, count: offset), in: state)
+            remembered.remember(.init(position: bound, count: offset), in: state, size: bound.size)
             return offset
         }
     }

@@ -14,6 +14,9 @@ struct ViewRowBound: Comparable, Sendable {
         idBytes = docID.map { Array($0.utf8) }
     }
 
+    /// Bytes of the key and ID.
+    var size: Int { key.count + (idBytes?.count ?? 0) }
+
     /// Stored keys are prefix-free, so their byte order decides before the IDs do.
     static func < (left: ViewRowBound, right: ViewRowBound) -> Bool {
         if left.key != right.key { return left.key.lexicographicallyPrecedes(right.key) }

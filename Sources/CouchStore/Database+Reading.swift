@@ -285,7 +285,7 @@ extension Database {
                 } else {
                     count = try live(comparison, [.text(start)])
                 }
-                remembered.remember(.init(position: key, count: count), in: state)
+                remembered.remember(.init(position: key, count: count), in: state, size: start.utf8.count)
                 return count
             }
             var offset = query.skip

@@ -37,6 +37,9 @@ public final class RememberedCounts<Position: Sendable>: @unchecked Sendable {
     private var counts: [Count] = []
     /// A few clients paging at once each find their last page's count.
     private let capacity = 16
+    /// Positions larger than this (bytes of a key or an ID) are not kept: a client's start keys
+    /// could otherwise hold 16 × 16 KB in every database it pages through.
+    public static var maximumPositionSize: Int { 1024 }
 
     public init() {}
 
@@ -45,8 +48,10 @@ public final class RememberedCounts<Position: Sendable>: @unchecked Sendable {
         lock.withLock { self.state == state ? counts : [] }
     }
 
-    /// Keeps `count`, made in `state`; counts made in another state are dropped.
-    public func remember(_ count: Count, in state: RowsState) {
+    /// Keeps `count`, made in `state`, unless its position takes more than `maximumPositionSize`
+    /// bytes (`size`); counts made in another state are dropped.
+    public func remember(_ count: Count, in state: RowsState, size: Int = 0) {
+        guard size <= Self.maximumPositionSize else { return }
         lock.withLock {
             if self.state != state {
                 self.state = state
