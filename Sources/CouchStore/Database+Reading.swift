@@ -159,7 +159,10 @@ extension Database {
     /// How many documents changed after `sequence`. Counted from the nearest count remembered
     /// for the same rows when fewer sequences lie between the two than after `sequence`.
     public func pendingChanges(after sequence: Int) throws -> Int {
-        try readers.withConnection { connection in
+        // No sequence is below 0: a caller's lower one counts every change (and keeps the
+        // distances below from overflowing).
+        let sequence = max(sequence, 0)
+        return try readers.withConnection { connection in
             let state = try Self.rowsState(connection)
             guard sequence < state.sequence else { return 0 }
             let nearest = pendingCounts.counts(in: state).min { abs($0.position - sequence) < abs($1.position - sequence) }

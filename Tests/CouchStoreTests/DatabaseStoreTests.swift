@@ -32,6 +32,18 @@ import Testing
         }
     }
 
+    /// The changes after a sequence, counted from a remembered count or afresh, whatever
+    /// sequence the caller names (below 0, past the last, `Int.min` and `Int.max` included).
+    @Test func pendingChangesCountFromAnySequence() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let manager = try DatabaseManager(directory: directory)
+        let database = try manager.create(try DatabaseName("pending"))
+        for index in 0..<30 { _ = try database.update(try edit("doc\(index)", #"{"i":\#(index)}"#)) }
+        for sequence in [10, 12, 9, Int.min, -1, 0, 29, 30, Int.max, 11] {
+            #expect(try database.pendingChanges(after: sequence) == 30 - min(max(sequence, 0), 30), "after \(sequence)")
+        }
+    }
+
     /// A batch of reads shares read transactions, but not for the whole batch: a write made
     /// while it runs is seen within a few hundred documents (the log can be checkpointed past it).
     @Test func aBatchOfReadsDoesNotHoldOneSnapshotForAll() throws {
