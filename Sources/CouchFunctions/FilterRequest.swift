@@ -65,7 +65,8 @@ extension DocumentFilter {
     public static func document(id: DocumentID, revision: RevisionID, isDeleted: Bool, body: [UInt8]?) -> [UInt8] {
         var bytes: [UInt8] = Array("{\"_id\":".utf8)
         bytes += JSONValue(id.rawValue).serialized()
-        bytes += Array(",\"_rev\":\"\(revision.description)\"".utf8)
+        bytes += Array(",\"_rev\":".utf8)
+        revision.appendJSON(to: &bytes)
         if isDeleted { bytes += Array(",\"_deleted\":true".utf8) }
         if let body, body.count > 2, body.first == UInt8(ascii: "{") {
             bytes.append(UInt8(ascii: ","))

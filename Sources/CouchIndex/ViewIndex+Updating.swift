@@ -187,7 +187,9 @@ extension ViewIndex {
         var bytes: [UInt8] = Array("{\"_id\":".utf8)
         bytes.reserveCapacity(body.count + 96)
         JSONWriter.appendString(change.id.rawValue, to: &bytes)
-        bytes += Array(",\"_rev\":\"\(change.winner.description)\"".utf8)
+        bytes += Array(",\"_rev\":".utf8)
+        // Escaped: a replicated revision's digest may hold any character but whitespace.
+        change.winner.appendJSON(to: &bytes)
         if body.count > 2, let start = body.baseAddress, body.first == UInt8(ascii: "{") {
             bytes.append(UInt8(ascii: ","))
             // The members between the braces, copied at once (`dropFirst().dropLast()` on an
@@ -201,13 +203,18 @@ extension ViewIndex {
                 JSONWriter.appendString(attachment.name, to: &bytes)
                 bytes += Array(":{\"content_type\":".utf8)
                 JSONWriter.appendString(attachment.contentType, to: &bytes)
-                bytes += Array(",\"revpos\":\(attachment.revpos),\"digest\":\"\(attachment.digest)\",\"length\":\(attachment.length),\"stub\":true}".utf8)
+                bytes += Array(",\"revpos\":\(attachment.revpos),\"digest\":".utf8)
+                JSONWriter.appendString(attachment.digest, to: &bytes)
+                bytes += Array(",\"length\":\(attachment.length),\"stub\":true}".utf8)
             }
             bytes.append(UInt8(ascii: "}"))
         }
         if let conflicts = change.tree?.conflicts.filter({ $0 != change.winner }), !conflicts.isEmpty {
             bytes += Array(",\"_conflicts\":[".utf8)
-            bytes += Array(conflicts.map { "\"\($0.description)\"" }.joined(separator: ",").utf8)
+            for (index, conflict) in conflicts.enumerated() {
+                if index > 0 { bytes.append(UInt8(ascii: ",")) }
+                conflict.appendJSON(to: &bytes)
+            }
             bytes.append(UInt8(ascii: "]"))
         }
         if localSequence { bytes += Array(",\"_local_seq\":\(change.sequence)".utf8) }

@@ -63,6 +63,23 @@ import Testing
         #expect(Self.ids(posted["results"]?.arrayValue ?? []) == ["b"])
     }
 
+    /// A replicated revision may hold quotes and backslashes (CouchDB keeps any digest that is not
+    /// 32 hex digits): filters and map functions see it as a string, conflicts included.
+    @Test func functionsSeeRevisionsThatNeedEscapes() throws {
+        let server = try Self.server()
+        defer { server.stop() }
+        let created = try server.json("POST", "/db/_bulk_docs", body: #"""
+            {"new_edits":false,"docs":[{"_id":"odd","_rev":"1-a\"b\\c","type":"x"},{"_id":"odd","_rev":"1-a\"a","type":"x"}]}
+            """#)
+        #expect(created.status == 201)
+        let filtered = try server.json("GET", "/db/_changes?filter=app/by_type&type=x").json
+        #expect(Self.ids(filtered["results"]?.arrayValue ?? []) == ["a", "c", "odd"])
+        try server.put("db", "_design/revs", #"{"views":{"r":{"map":"function(doc) { emit(doc._rev, doc._conflicts || null); }"}}}"#)
+        let view = try server.json("GET", "/db/_design/revs/_view/r?key=%221-a%5C%22b%5C%5Cc%22").json
+        #expect(view["rows"]?.arrayValue?.first?["id"] == "odd")
+        #expect(view["rows"]?.arrayValue?.first?["value"] == [#"1-a"a"#])
+    }
+
     @Test func theRequestObjectIsCouchDBs() throws {
         let server = try Self.server()
         defer { server.stop() }
