@@ -198,8 +198,9 @@ extension Database {
         return try readers.withConnection { connection in
             var rows: [AllDocumentsRow] = []
             try connection.query(sql, arguments) { row in
-                rows.append(Self.allDocumentsRow(row, includeTree: query.includeTree, includeBody: query.includeBodies,
-                                                 includeAttachments: query.includeBodies))
+                try ListedDocument.visit(row, includeTree: query.includeTree) {
+                    rows.append($0.row(includingBody: query.includeBodies))
+                }
             }
             return rows
         }
@@ -304,33 +305,38 @@ extension Database {
 
     /// Rows for the given IDs, deleted documents included (nil for IDs never seen).
     public func documents(ids: [DocumentID], includeBodies: Bool, includeTree: Bool) throws -> [AllDocumentsRow?] {
+        var rows: [AllDocumentsRow?] = []
+        rows.reserveCapacity(ids.count)
+        try forEachDocument(ids: ids, includeBodies: includeBodies, includeTree: includeTree) {
+            rows.append($0?.row(includingBody: includeBodies))
+        }
+        return rows
+    }
+
+    /// `documents(ids:)`, each document handed to `visit` in the order of `ids` as the statement
+    /// reads it (nil for an ID never seen), its stored bytes borrowed as `forEachDocument`'s are.
+    /// `visit` runs with a read connection held and must not read the database itself.
+    public func forEachDocument(ids: [DocumentID], includeBodies: Bool, includeTree: Bool,
+                                _ visit: (ListedDocument?) throws -> Void) throws {
         let columns = "doc_id, winning_rev, deleted, sequence"
             + (includeTree ? ", revision_tree" : ", NULL")
             + (includeBodies ? ", body, attachments" : ", NULL, NULL")
-        return try readers.withConnection { connection in
+        try readers.withConnection { connection in
             // Looked up once, not by its text for every ID (which hashed the text each time).
             let statement = try connection.statement("SELECT \(columns) FROM documents WHERE doc_id = ?")
             // A request may name millions: it stops when its client hangs up.
             let cancellation = RequestCancellation.current
-            return try ids.enumerated().map { index, id in
+            for (index, id) in ids.enumerated() {
                 if index % 256 == 0 { try cancellation?.check() }
                 defer { statement.reset() }
                 try statement.bind([.text(id.rawValue)])
-                guard try statement.step() else { return nil }
-                return Self.allDocumentsRow(statement, includeTree: includeTree, includeBody: includeBodies,
-                                            includeAttachments: includeBodies)
+                if try statement.step() {
+                    try ListedDocument.visit(statement, includeTree: includeTree) { try visit($0) }
+                } else {
+                    try visit(nil)
+                }
             }
         }
-    }
-
-    private static func allDocumentsRow(_ row: SQLiteStatement, includeTree: Bool, includeBody: Bool,
-                                        includeAttachments: Bool) -> AllDocumentsRow {
-        AllDocumentsRow(
-            id: DocumentID(row.text(0)), winner: (try? parseRevision(row, column: 1)) ?? RevisionID(generation: 0, digest: "0"),
-            isDeleted: row.int(2) != 0, sequence: row.int(3),
-            tree: includeTree ? (try? decodeTree(row.blob(4))) : nil,
-            body: includeBody ? row.blob(5) : nil,
-            attachments: includeAttachments ? AttachmentInfo.decode(row.blob(6)) : [])
     }
 
     public func localDocument(_ id: DocumentID) throws -> LocalDocument {
@@ -377,13 +383,13 @@ public struct ListedDocument {
     public var sequence: Int { statement.int(3) }
     public var hasAttachments: Bool { statement.byteCount(6) > 0 }
 
-    /// The row, without its body (borrow `body`).
-    public func row() -> AllDocumentsRow {
+    /// The row, with a copy of its body or without (borrow `body`).
+    public func row(includingBody: Bool = false) -> AllDocumentsRow {
         AllDocumentsRow(
             id: DocumentID(String(decoding: id, as: UTF8.self)),
             winner: RevisionID(utf8: revision) ?? RevisionID(generation: 0, digest: "0"),
             isDeleted: statement.int(2) != 0, sequence: statement.int(3),
-            tree: includeTree ? (try? decodeTree(statement.blob(4))) : nil, body: nil,
+            tree: includeTree ? (try? decodeTree(statement.blob(4))) : nil, body: includingBody ? Array(body) : nil,
             attachments: AttachmentInfo.decode(statement.blob(6)))
     }
 

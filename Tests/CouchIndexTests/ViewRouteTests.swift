@@ -347,6 +347,73 @@ import Testing
         #expect(rows(json).first?["doc"]?["_id"] == "d2")
     }
 
+    /// Each row's `doc` with `include_docs=true` is the document as `GET` answers it (with the
+    /// same `conflicts` and `attachments`): IDs needing escapes, revisions not written as they
+    /// are stored, a conflict, an attachment, values linking another document by `_id`, by `_id`
+    /// and `_rev`, a missing one, and values only mentioning `_id`; `null` for a deleted link.
+    @Test func rowsWithDocumentsAreTheDocumentsAsRead() throws {
+        let server = try TestServer()
+        defer { server.stop() }
+        try server.createDatabase("db")
+        let created = try server.json("POST", "/db/_bulk_docs", body: #"""
+            {"new_edits":false,"docs":[
+              {"_id":"plain","_rev":"2-0123456789abcdef0123456789abcdef","n":1},
+              {"_id":"upper","_rev":"1-0123456789ABCDEF0123456789ABCDEF","n":2},
+              {"_id":"text","_rev":"12-not-an-md5","n":3},
+              {"_id":"q\"uo\\te\ttab","_rev":"1-a\"b","n":4},
+              {"_id":"été ☃","_rev":"1-def","n":5},
+              {"_id":"conflicted","_rev":"1-aaa","n":6},
+              {"_id":"conflicted","_rev":"1-bbb","n":6}]}
+            """#)
+        #expect(created.status == 201)
+        let linkedRev = try server.put("db", "linked", #"{"n":7,"link":"plain"}"#)
+        _ = try server.put("db", "pinned", #"{"n":8,"link":"linked","rev":"\#(linkedRev)"}"#)
+        _ = try server.put("db", "dangling", #"{"n":9,"link":"nowhere"}"#)
+        _ = try server.put("db", "mentions", #"{"n":10,"note":"_id"}"#)
+        let goneRev = try server.put("db", "gone", #"{"x":1}"#)
+        _ = try server.put("db", "to-gone", #"{"n":11,"link":"gone"}"#)
+        _ = try server.json("DELETE", "/db/gone?rev=\(goneRev)")
+        #expect(try server.request("PUT", "/db/attached/file.txt", headers: [("Content-Type", "text/plain")],
+                                   body: "hello").status == 201)
+        let attachedRev = try #require(try server.json("GET", "/db/attached").json["_rev"]?.stringValue)
+        _ = try server.put("db", "attached", #"{"_rev":"\#(attachedRev)","n":12,"_attachments":{"file.txt":{"stub":true}}}"#)
+        try server.put("db", "_design/app", #"""
+            {"views":{"all":{"map":"function(doc) { if (doc.n === undefined) return; if (doc.rev) emit(doc.n, {_id: doc.link, _rev: doc.rev}); else if (doc.link) emit(doc.n, {_id: doc.link}); else if (doc.note) emit(doc.n, {note: doc.note}); else emit(doc.n, doc.n); }"}}}
+            """#)
+
+        for query in ["", "&descending=true", "&conflicts=true", "&attachments=true", "&limit=3&skip=2"] {
+            let listing = try server.json("GET", "/db/_design/app/_view/all?include_docs=true\(query)").json
+            let listed = rows(listing)
+            #expect(listed.count == (query.contains("limit") ? 3 : 12), "\(query)")
+            for row in listed {
+                let id = try #require(row["id"]?.stringValue)
+                var linked = id
+                var at = ""
+                if case .object(let value)? = row["value"], let target = value["_id"]?.stringValue {
+                    linked = target
+                    at = value["_rev"]?.stringValue.map { "rev=\($0)" } ?? ""
+                }
+                let options = [at, query.contains("conflicts") ? "conflicts=true" : "",
+                               query.contains("attachments") ? "attachments=true" : ""].filter { !$0.isEmpty }
+                let path = "/db/" + linked.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+                    + (options.isEmpty ? "" : "?" + options.joined(separator: "&"))
+                let read = try server.json("GET", path)
+                if read.status == 200 {
+                    #expect(row["doc"] == read.json, "\(query) \(id)")
+                } else {
+                    #expect(row["doc"] == .null, "\(query) \(id)")
+                }
+            }
+        }
+        let all = rows(try server.json("GET", "/db/_design/app/_view/all?include_docs=true").json)
+        #expect(all.first { $0["id"] == "to-gone" }?["doc"] == .null)
+        #expect(all.first { $0["id"] == "dangling" }?["doc"] == .null)
+        #expect(all.first { $0["id"] == "pinned" }?["doc"]?["_rev"] == JSONValue(linkedRev))
+        #expect(all.first { $0["id"] == "linked" }?["doc"]?["_id"] == "plain")
+        #expect(all.first { $0["id"] == "mentions" }?["doc"]?["_id"] == "mentions")
+        #expect(all.first { $0["id"] == "conflicted" }?["doc"]?["_conflicts"] == nil)
+    }
+
     /// A view queried once is brought up to date after later writes without being queried.
     @Test func queriedViewsUpdateInTheBackground() throws {
         let server = try server()

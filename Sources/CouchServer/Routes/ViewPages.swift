@@ -11,14 +11,13 @@ final class ViewPages: ListingPages {
             started = true
             output = query.prelude
         }
-        guard let rows = try query.nextRows() else {
+        let more = try query.appendNextRows(to: &output) { [self] output in
+            output.append(literal: written == 0 ? "\n" : ",\n")
+            written += 1
+        }
+        guard more else {
             output.append(contentsOf: AllDocumentsPages.epilogue)
             return true
-        }
-        for row in rows {
-            output.append(literal: written == 0 ? "\n" : ",\n")
-            output.append(contentsOf: row)
-            written += 1
         }
         guard query.isExhausted else { return false }
         output.append(contentsOf: AllDocumentsPages.epilogue)

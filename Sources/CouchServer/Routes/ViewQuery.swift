@@ -134,13 +134,28 @@ final class ViewQuery: @unchecked Sendable {
         isReduce ? reduced?.isEmpty == true : rangeIndex >= ranges.count || remaining <= 0
     }
 
-    /// The next rows, or nil when there are no more.
+    /// The next rows, each its own JSON (`_list` hands them to its function one at a time), or
+    /// nil when there are no more.
     func nextRows() throws -> [[UInt8]]? {
+        var bytes: [UInt8] = []
+        var starts: [Int] = []
+        guard try appendNextRows(to: &bytes, separator: { starts.append($0.count) }) else { return nil }
+        return zip(starts, starts.dropFirst() + [bytes.count]).map { Array(bytes[$0..<$1]) }
+    }
+
+    /// Writes the next rows into `output`, `separator` before each (a page of a listing is
+    /// written where it is sent from: a row with its document is a kilobyte or more, and each copy
+    /// of it counted); false when there are no more.
+    func appendNextRows(to output: inout [UInt8], separator: (inout [UInt8]) -> Void) throws -> Bool {
         if isReduce {
             if reduced == nil { reduced = try reduceRows() }
-            guard let rows = reduced, !rows.isEmpty else { return nil }
+            guard let rows = reduced, !rows.isEmpty else { return false }
             reduced = []
-            return rows
+            for row in rows {
+                separator(&output)
+                output += row
+            }
+            return true
         }
         while rangeIndex < ranges.count, remaining > 0 {
             let range = ranges[rangeIndex]
@@ -164,69 +179,97 @@ final class ViewQuery: @unchecked Sendable {
             }
             guard !page.isEmpty else { continue }
             remaining -= page.count
-            let rows = try render(page)
-            let rowBytes = max(1, rows.reduce(0) { $0 + $1.count } / rows.count)
+            let start = output.count
+            try append(page, to: &output, separator: separator)
+            let rowBytes = max(1, (output.count - start) / page.count)
             rowsPerPage = min(Self.maximumRows, max(1, Self.pageBytes / rowBytes))
-            return rows
+            return true
         }
-        return nil
+        return false
     }
 
     // MARK: Map rows
 
-    private func render(_ page: [ViewRow]) throws -> [[UInt8]] {
-        let documents = options.includeDocs ? try linkedDocuments(page) : [:]
-        return try page.enumerated().map { position, row in
-            var output: [UInt8] = []
-            let document = documents[position]
-            output.reserveCapacity(row.keyJSON.count + row.valueJSON.count + (document?.revision.body.count ?? 0) + 160)
-            output.append(literal: #"{"id":"#)
-            JSONWriter.appendString(row.id.rawValue, to: &output)
-            output.append(literal: #","key":"#)
-            output += row.keyJSON
-            output.append(literal: #","value":"#)
-            output += row.valueJSON
-            if options.includeDocs {
-                output.append(literal: #","doc":"#)
-                if let document {
+    private func append(_ page: [ViewRow], to output: inout [UInt8], separator: (inout [UInt8]) -> Void) throws {
+        guard options.includeDocs else {
+            for row in page {
+                separator(&output)
+                appendHead(of: row, to: &output)
+                output.append(UInt8(ascii: "}"))
+            }
+            return
+        }
+        let links = page.map(Self.link)
+        let pinned = try documentsAtRevisions(links)
+        var position = 0
+        // Each row written as its document is read, the document from its stored bytes.
+        try database.forEachDocument(ids: links.map(\.id), includeBodies: true, includeTree: render.conflicts) { listed in
+            defer { position += 1 }
+            separator(&output)
+            appendHead(of: page[position], to: &output)
+            output.append(literal: #","doc":"#)
+            if links[position].revision != nil {
+                if let document = pinned[position] {
                     try DocumentJSON.renderListed(document.revision, record: document.record, options: render, into: &output)
                 } else {
                     output.append(literal: "null")
                 }
+            } else if let listed, !listed.isDeleted {
+                try appendDocument(listed, to: &output)
+            } else {
+                output.append(literal: "null")
             }
             output.append(UInt8(ascii: "}"))
-            return output
         }
     }
 
-    /// The documents of a page's rows (`include_docs`): the row's own, or the one an object
-    /// value names with `_id` and/or `_rev` (the row's document at that revision), as
-    /// CouchDB's `docid_rev` links them. Missing or deleted: none.
-    private func linkedDocuments(_ page: [ViewRow]) throws -> [Int: (revision: StoredRevision, record: DocumentRecord?)] {
-        var wanted: [(position: Int, id: DocumentID, revision: RevisionID?)] = []
-        for (position, row) in page.enumerated() {
-            if row.valueJSON.first == UInt8(ascii: "{"), case .object(let value) = row.value,
-               value["_id"] != nil || value["_rev"] != nil {
-                let linked = value["_id"]?.stringValue.map(DocumentID.init) ?? row.id
-                wanted.append((position, linked, value["_rev"]?.stringValue.flatMap(RevisionID.init)))
-            } else {
-                wanted.append((position, row.id, nil))
-            }
+    /// `{"id":…,"key":…,"value":…` (the row's end is its caller's).
+    private func appendHead(of row: ViewRow, to output: inout [UInt8]) {
+        output.append(literal: #"{"id":"#)
+        JSONWriter.appendString(row.id.rawValue, to: &output)
+        output.append(literal: #","key":"#)
+        output += row.keyJSON
+        output.append(literal: #","value":"#)
+        output += row.valueJSON
+    }
+
+    /// A live document as `include_docs` shows it: from its stored bytes when it is shown as
+    /// stored (no reader's restriction, no conflicts asked, no attachments), else rendered.
+    private func appendDocument(_ listed: ListedDocument, to output: inout [UInt8]) throws {
+        if !render.reader.isRestricted, !render.conflicts, !listed.hasAttachments,
+           RevisionID.isWrittenAsStored(listed.revision) {
+            return DocumentJSON.appendStored(id: listed.id, revision: listed.revision, body: listed.body, to: &output)
         }
+        let row = listed.row()
+        let revision = StoredRevision(id: row.id, revision: row.winner, isDeleted: false, body: [],
+                                      attachments: row.attachments)
+        let record = row.tree.map { DocumentRecord(id: row.id, sequence: row.sequence, tree: $0, winner: row.winner, isDeleted: false) }
+        try DocumentJSON.renderListed(revision, borrowedBody: listed.body, record: record, options: render, into: &output)
+    }
+
+    /// The document a row links (`include_docs`): its own, or the one an object value names
+    /// with `_id` and/or `_rev` (that document at that revision), as CouchDB's `docid_rev`
+    /// links them.
+    /// What a value that links a document must hold: `"_id"`, `"_rev"`, or an escape that could spell one.
+    private static let linkMarkers = [#""_id""#, #""_rev""#, #"\u"#].map { Array($0.utf8) }
+
+    private static func link(_ row: ViewRow) -> (id: DocumentID, revision: RevisionID?) {
+        // Most values name neither: parsed only when their text could.
+        guard row.valueJSON.first == UInt8(ascii: "{"),
+              linkMarkers.contains(where: { row.valueJSON.firstRange(of: $0) != nil }),
+              case .object(let value) = row.value, value["_id"] != nil || value["_rev"] != nil else {
+            return (row.id, nil)
+        }
+        return (value["_id"]?.stringValue.map(DocumentID.init) ?? row.id, value["_rev"]?.stringValue.flatMap(RevisionID.init))
+    }
+
+    /// The documents of the rows linked at a revision, by row (missing or deleted: none).
+    private func documentsAtRevisions(_ links: [(id: DocumentID, revision: RevisionID?)]) throws
+        -> [Int: (revision: StoredRevision, record: DocumentRecord?)] {
         var documents: [Int: (revision: StoredRevision, record: DocumentRecord?)] = [:]
-        documents.reserveCapacity(page.count)
-        let plain = wanted.filter { $0.revision == nil }
-        let found = try database.documents(ids: plain.map(\.id), includeBodies: true, includeTree: render.conflicts)
-        for (entry, row) in zip(plain, found) {
-            guard let row, !row.isDeleted else { continue }
-            let revision = StoredRevision(id: row.id, revision: row.winner, isDeleted: false, body: row.body ?? [],
-                                          attachments: row.attachments)
-            let record = row.tree.map { DocumentRecord(id: row.id, sequence: row.sequence, tree: $0, winner: row.winner, isDeleted: false) }
-            documents[entry.position] = (revision, record)
-        }
-        for entry in wanted where entry.revision != nil {
-            guard let snapshot = try? database.document(entry.id, revision: entry.revision) else { continue }
-            documents[entry.position] = (snapshot.revision, snapshot.record)
+        for (position, link) in links.enumerated() where link.revision != nil {
+            guard let snapshot = try? database.document(link.id, revision: link.revision) else { continue }
+            documents[position] = (snapshot.revision, snapshot.record)
         }
         return documents
     }
