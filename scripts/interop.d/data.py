@@ -155,6 +155,11 @@ def rich(client, db, large=True):
     put(client, db, "gone-with-body", {"_rev": rev, "_deleted": True, "reason": "kept in the tombstone"})
     # IDs that need escaping, and a design document.
     put(client, db, "odd id/with+signs?&é", {"odd": True})
+    # Revisions a replicated document may carry (CouchDB keeps any digest that is not 32 hex
+    # digits): quotes and a backslash, on two branches; an attachment named with a quote.
+    bulk(client, db, [{"_id": "odd-revisions", "_rev": '1-a"b\\c', "v": 1},
+                      {"_id": "odd-revisions", "_rev": '1-a"a', "v": 2}], new_edits=False)
+    put(client, db, "odd-attachment", {"_attachments": {'we"ird ☃.txt': inline("text/plain", text_bytes(3000, 10))}})
     put(client, db, "_design/interop", {"language": "javascript", "views": {"by_n": {"map": "function(d){ if (d.n) emit(d.n); }"}}})
 
 
