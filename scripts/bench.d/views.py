@@ -41,23 +41,42 @@ def map_reference(bench, document, source):
 
 
 def views(bench, server, http_request, expect, db, document):
-    """view_build: the first query of a new view (it maps every document); view_query and
+    """view_build: the first query of a new view (it maps every document), best of as many builds
+    as the reference has runs; view_query and
     view_query_docs: the whole view read again, beside _all_docs read the same way."""
     s = bench.settings
     if bench.wanted("view_build") or bench.wanted("view_query") or bench.wanted("view_query_docs"):
-        design = {"views": {"by_index": {"map": MAP}}}
-        expect(*http_request(server.port, "PUT", f"/{db}/_design/bench-views", design), (201,), "PUT view ddoc")
-        (build_seconds, answer), peak, cpu = bench.measure(server, lambda: _timed(
-            server, http_request, expect, f"/{db}/_design/bench-views/_view/by_index?limit=1", "GET _view (build)"))
-        if answer.get("total_rows") != s.docs:
-            raise RuntimeError(f"the view has {answer.get('total_rows')} rows, expected {s.docs}")
+        # Best of as many builds as the reference's runs (it reports its best): the first one is
+        # the view the queries below read; the others are new views (the same map with a comment,
+        # so a new index), removed afterwards.
+        builds = []
+        for run in range(s.scan_runs if bench.wanted("view_build") else 1):
+            name = "bench-views" if run == 0 else f"bench-views-{run}"
+            source = MAP if run == 0 else MAP.replace("{", f"{{ /* build {run} */", 1)
+            expect(*http_request(server.port, "PUT", f"/{db}/_design/{name}", {"views": {"by_index": {"map": source}}}),
+                   (201,), "PUT view ddoc")
+            (seconds, answer), peak, cpu = bench.measure(server, lambda: _timed(
+                server, http_request, expect, f"/{db}/_design/{name}/_view/by_index?limit=1", "GET _view (build)"))
+            if answer.get("total_rows") != s.docs:
+                raise RuntimeError(f"the view has {answer.get('total_rows')} rows, expected {s.docs}")
+            builds.append((seconds, peak, cpu))
+            if run > 0:
+                status, data = http_request(server.port, "GET", f"/{db}/_design/{name}")
+                expect(status, data, (200,), "GET view ddoc")
+                rev = json.loads(data)["_rev"]
+                expect(*http_request(server.port, "DELETE", f"/{db}/_design/{name}?rev={rev}"), (200,), "DELETE view ddoc")
+        if len(builds) > 1:
+            expect(*http_request(server.port, "POST", f"/{db}/_view_cleanup", {}), (202,), "POST _view_cleanup")
+    if bench.wanted("view_build"):
+        build_seconds, peak, cpu = min(builds)
         reference = map_reference(bench, document, MAP)
         rate = s.docs / build_seconds
         bench.add("view_build", f"View build (JavaScript map), {s.docs:,} docs", "docs/s", rate,
                   reference["documents_per_second"], "the map from C on JavaScriptCore, one thread",
                   "≥ 0.5× JavaScriptCore (issue 31)", rate >= 0.5 * reference["documents_per_second"], peak,
-                  note=f"server CPU per document {cpu / s.docs * 1e6:.0f} µs over {os.cpu_count()} cores",
-                  details={"seconds": build_seconds, "server_cpu_seconds": cpu, "reference": reference})
+                  note=f"best of {len(builds)} builds (the reference's best of {s.scan_runs} runs); server CPU per "
+                       f"document {cpu / s.docs * 1e6:.0f} µs over {os.cpu_count()} cores",
+                  details={"seconds": [b[0] for b in builds], "server_cpu_seconds": cpu, "reference": reference})
 
     for workload, include_docs in (("view_query", "false"), ("view_query_docs", "true")):
         if not bench.wanted(workload):
