@@ -42,8 +42,8 @@ def map_reference(bench, document, source):
 
 def views(bench, server, http_request, expect, db, document):
     """view_build: the first query of a new view (it maps every document), best of as many builds
-    as the reference has runs; view_query and
-    view_query_docs: the whole view read again, beside _all_docs read the same way."""
+    as the reference has runs; view_query and view_query_docs: the whole view read again, beside
+    _all_docs read the same way."""
     s = bench.settings
     if bench.wanted("view_build") or bench.wanted("view_query") or bench.wanted("view_query_docs"):
         # Best of as many builds as the reference's runs (it reports its best): the first one is
