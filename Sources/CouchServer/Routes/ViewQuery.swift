@@ -247,12 +247,12 @@ final class ViewQuery: @unchecked Sendable {
         try DocumentJSON.renderListed(revision, borrowedBody: listed.body, record: record, options: render, into: &output)
     }
 
-    /// The document a row links (`include_docs`): its own, or the one an object value names
-    /// with `_id` and/or `_rev` (that document at that revision), as CouchDB's `docid_rev`
-    /// links them.
     /// What a value that links a document must hold: `"_id"`, `"_rev"`, or an escape that could spell one.
     private static let linkMarkers = [#""_id""#, #""_rev""#, #"\u"#].map { Array($0.utf8) }
 
+    /// The document a row links (`include_docs`): its own, or the one an object value names
+    /// with `_id` and/or `_rev` (that document at that revision), as CouchDB's `docid_rev`
+    /// links them.
     private static func link(_ row: ViewRow) -> (id: DocumentID, revision: RevisionID?) {
         // Most values name neither: parsed only when their text could.
         guard row.valueJSON.first == UInt8(ascii: "{"),
