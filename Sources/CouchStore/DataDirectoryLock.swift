@@ -23,7 +23,10 @@ public final class DataDirectoryLock: @unchecked Sendable {
             throw CouchError.internalError("cannot open \(directory)/\(Self.lockFile): \(String(cString: strerror(errno)))")
         }
         guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
-            close(descriptor)
+            // Through `release`, which forgets the descriptor: `deinit` runs when a fully
+            // initialised object's `init` throws, and a second `close` of the same number may
+            // close what another thread has opened since (a client's socket, a database file).
+            release()
             throw InUse(directory: directory, address: Self.address(in: directory))
         }
     }
