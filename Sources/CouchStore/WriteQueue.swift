@@ -34,8 +34,10 @@ final class WriteQueue: @unchecked Sendable {
     /// How many writes were outstanding together at the end of the last batch (its own and
     /// those queued behind it): how many a leader waits for.
     private var expectedWriters = 1
-    /// Whether a leader is waiting for `expectedWriters`; a write that completes the number wakes it.
+    /// Whether a leader is waiting for `expectedWriters`; the write that completes the number
+    /// wakes it, once. (A wake-up that comes after the wait timed out only shortens the next.)
     private var lingering = false
+    private let companyArrived = DispatchSemaphore(value: 0)
     /// How long the last `COMMIT` took, in nanoseconds: the longest a leader waits.
     private var lastCommitNanoseconds: UInt64 = 0
     static let maximumLingerNanoseconds: UInt64 = 2_000_000
@@ -95,7 +97,10 @@ final class WriteQueue: @unchecked Sendable {
         let write = PendingWrite { transaction in result = try operation(transaction) }
         condition.lock()
         pending.append(write)
-        if lingering, pending.count >= expectedWriters { condition.broadcast() }
+        if lingering, pending.count >= expectedWriters {
+            lingering = false
+            companyArrived.signal()
+        }
         if batchRunning {
             condition.unlock()
             write.wakeUp.wait()
@@ -132,13 +137,19 @@ final class WriteQueue: @unchecked Sendable {
 
     /// Under the lock, as the leader: waits until as many writes are queued as were outstanding
     /// together last time, or one commit's duration has passed. What arrived then is what the
-    /// next batch expects.
+    /// next batch expects. (A semaphore, not the condition: its timeout runs on the monotonic
+    /// clock, so a wall clock set back cannot stall the writer.)
     private func awaitExpectedWriters() {
         guard pending.count < expectedWriters, exclusiveWaiters == 0, lastCommitNanoseconds > 0 else { return }
         let wait = min(lastCommitNanoseconds, Self.maximumLingerNanoseconds)
-        let deadline = Date(timeIntervalSinceNow: Double(wait) / 1e9)
-        lingering = true
-        while pending.count < expectedWriters, condition.wait(until: deadline) {}
+        let deadline = DispatchTime.now() + .nanoseconds(Int(wait))
+        while pending.count < expectedWriters {
+            lingering = true
+            condition.unlock()
+            let outcome = companyArrived.wait(timeout: deadline)
+            condition.lock()
+            if outcome == .timedOut { break }
+        }
         lingering = false
         expectedWriters = max(1, pending.count)
     }
