@@ -8,9 +8,18 @@ import Foundation
 /// hang-up only while suspended; a hang-up resumes the connection, and libmicrohttpd then
 /// reads the end of the stream and closes it.
 final class HangupWatcher: @unchecked Sendable {
+    private struct Watch {
+        let descriptor: Int32
+        let hungUp: () -> Void
+    }
+
     private let poller = epoll_create1(Int32(EPOLL_CLOEXEC))
     private let lock = NSLock()
-    private var watched: [Int32: () -> Void] = [:]
+    /// By token, not by descriptor: an event the watcher has taken from the kernel may be for
+    /// a descriptor unwatched, closed and reused since; its token then finds nothing.
+    private var watched: [UInt64: Watch] = [:]
+    private var tokens: [Int32: UInt64] = [:]
+    private var nextToken: UInt64 = 1
     private var stopping = false
     private let stopped = DispatchSemaphore(value: 0)
 
@@ -23,8 +32,15 @@ final class HangupWatcher: @unchecked Sendable {
     /// Calls `hungUp` once if the peer of `descriptor` closes before `unwatch`.
     func watch(_ descriptor: Int32, hungUp: @escaping () -> Void) {
         guard descriptor >= 0 else { return }
-        lock.withLock { watched[descriptor] = hungUp }
-        var event = epoll_event(events: EPOLLRDHUP.rawValue | EPOLLONESHOT.rawValue, data: epoll_data_t(fd: descriptor))
+        let token = lock.withLock {
+            if let earlier = tokens[descriptor] { watched[earlier] = nil }
+            let token = nextToken
+            nextToken += 1
+            tokens[descriptor] = token
+            watched[token] = Watch(descriptor: descriptor, hungUp: hungUp)
+            return token
+        }
+        var event = epoll_event(events: EPOLLRDHUP.rawValue | EPOLLONESHOT.rawValue, data: epoll_data_t(u64: token))
         if epoll_ctl(poller, EPOLL_CTL_ADD, descriptor, &event) != 0 {
             epoll_ctl(poller, EPOLL_CTL_MOD, descriptor, &event)
         }
@@ -32,7 +48,9 @@ final class HangupWatcher: @unchecked Sendable {
 
     func unwatch(_ descriptor: Int32) {
         guard descriptor >= 0 else { return }
-        lock.withLock { watched[descriptor] = nil }
+        lock.withLock {
+            if let token = tokens.removeValue(forKey: descriptor) { watched[token] = nil }
+        }
         epoll_ctl(poller, EPOLL_CTL_DEL, descriptor, nil)
     }
 
@@ -46,8 +64,12 @@ final class HangupWatcher: @unchecked Sendable {
         while !lock.withLock({ stopping }) {
             let count = epoll_wait(poller, &events, Int32(events.count), 100)
             for index in 0..<max(0, Int(count)) {
-                let descriptor = events[index].data.fd
-                let hungUp = lock.withLock { watched.removeValue(forKey: descriptor) }
+                let token = events[index].data.u64
+                let hungUp = lock.withLock { () -> (() -> Void)? in
+                    guard let watch = watched.removeValue(forKey: token) else { return nil }
+                    if tokens[watch.descriptor] == token { tokens[watch.descriptor] = nil }
+                    return watch.hungUp
+                }
                 hungUp?()
             }
         }
