@@ -86,6 +86,8 @@ final class LoopbackHTTPServer: @unchecked Sendable {
     private var connections: Set<Int32> = []
     private var accepted = 0
     private var stopped = false
+    /// Whether `listener` is still open (the accept loop closes it when it ends).
+    private var listening = true
 
     /// `port` 0 takes an ephemeral one; a given port is taken again (a peer coming back).
     init(port requested: Int = 0, handler: @escaping @Sendable (Request) -> Action) throws {
@@ -133,21 +135,24 @@ final class LoopbackHTTPServer: @unchecked Sendable {
 
     func stop() {
         lock.lock()
-        if stopped {
-            lock.unlock()
-            return
-        }
+        defer { lock.unlock() }
+        if stopped { return }
         stopped = true
-        let open = connections
-        lock.unlock()
-        // Only shut down: the threads close their own descriptors, so that no thread ever
-        // uses a number the system has meanwhile given to another socket.
-        shutdown(listener, Int32(SHUT_RDWR))
-        for fd in open { shutdown(fd, Int32(SHUT_RDWR)) }
+        // Only shut down: the threads close their own descriptors, under this lock. (Shut down
+        // after letting it go, a number a thread had closed meanwhile could already be another
+        // test's socket: the likely cause of several tests' fresh connections found closed at
+        // the same instant, when a proxy stopped.)
+        if listening { shutdown(listener, Int32(SHUT_RDWR)) }
+        for fd in connections { shutdown(fd, Int32(SHUT_RDWR)) }
     }
 
     private func acceptLoop() {
-        defer { close(listener) }
+        defer {
+            lock.lock()
+            listening = false
+            close(listener)
+            lock.unlock()
+        }
         while true {
             let fd = accept(listener, nil, nil)
             if fd < 0 {
@@ -179,8 +184,8 @@ final class LoopbackHTTPServer: @unchecked Sendable {
         defer {
             lock.lock()
             connections.remove(fd)
-            lock.unlock()
             close(fd)
+            lock.unlock()
         }
         while let request = readRequest(fd, &buffer) {
             lock.lock()
