@@ -1,4 +1,3 @@
-import Synchronization
 
 /// Work of many owners (databases) on one `ThreadPool`, no owner holding more than `share`
 /// of it at once: an owner's further work waits in its own queue, so a database flooded with
@@ -7,7 +6,7 @@ import Synchronization
 public final class FairQueue: Sendable {
     private let pool: ThreadPool
     private let share: Int
-    private let state = Mutex<[String: Owner]>([:])
+    private let state = Locked<[String: Owner]>([:])
 
     private struct Owner {
         var running = 0

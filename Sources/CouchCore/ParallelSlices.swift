@@ -1,6 +1,5 @@
 import Dispatch
 import Glibc
-import Synchronization
 
 extension Array where Element: Sendable {
     /// `transform` applied to consecutive slices of the array on the machine's cores at once,
@@ -15,7 +14,7 @@ extension Array where Element: Sendable {
         let slices = Swift.max(1, Swift.min(cores, count / Swift.max(1, minimumSlice)))
         if slices == 1 { return [transform(self[...])] }
         let size = (count + slices - 1) / slices
-        let results = Mutex([Result?](repeating: nil, count: slices))
+        let results = Locked([Result?](repeating: nil, count: slices))
         let cancellation = RequestCancellation.current
         DispatchQueue.concurrentPerform(iterations: slices) { slice in
             let result = RequestCancellation.withCurrent(cancellation) {

@@ -1,4 +1,3 @@
-import Synchronization
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -37,7 +36,7 @@ public final class ThreadPool: @unchecked Sendable {
         pool.allow(threads)
         return pool
     }
-    private static let sharedPools = Mutex<[String: ThreadPool]>([:])
+    private static let sharedPools = Locked<[String: ThreadPool]>([:])
 
     private func allow(_ threads: Int) {
         pthread_mutex_lock(mutex)

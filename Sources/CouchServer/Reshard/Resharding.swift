@@ -1,7 +1,6 @@
 import CouchCore
 import CouchStore
 import Foundation
-import Synchronization
 
 /// CouchDB 3's resharding (`/_reshard`) on one node whose databases are single files: a split
 /// job only rewrites the database's shard map (`ShardMap`); documents stay where they are, so
@@ -53,9 +52,9 @@ final class Resharding: Sendable {
         var jobs: [Job] = []
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
     /// One job runs at a time: each reads and rewrites a database's shard map.
-    private let splitting = Mutex(())
+    private let splitting = Locked(())
 
     private static var now: Int { Int(Date().timeIntervalSince1970) }
 
