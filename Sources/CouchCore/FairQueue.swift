@@ -1,4 +1,3 @@
-
 /// Work of many owners (databases) on one `ThreadPool`, no owner holding more than `share`
 /// of it at once: an owner's further work waits in its own queue, so a database flooded with
 /// slow requests (functions that loop, patterns that backtrack) leaves threads to the others.
