@@ -28,29 +28,6 @@ public enum LogLevelControl {
 
     /// A standard-error handler whose level follows `level`.
     public static func standardErrorHandler(label: String) -> any LogHandler {
-        LiveLevelHandler(wrapped: StreamLogHandler.standardError(label: label))
-    }
-
-    private struct LiveLevelHandler: LogHandler {
-        var wrapped: StreamLogHandler
-
-        var logLevel: Logger.Level {
-            get { LogLevelControl.level }
-            set { LogLevelControl.level = newValue }
-        }
-
-        var metadata: Logger.Metadata {
-            get { wrapped.metadata }
-            set { wrapped.metadata = newValue }
-        }
-
-        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-            get { wrapped[metadataKey: key] }
-            set { wrapped[metadataKey: key] = newValue }
-        }
-
-        func log(event: LogEvent) {
-            wrapped.log(event: event)
-        }
+        StandardErrorLogHandler(label: label)
     }
 }
