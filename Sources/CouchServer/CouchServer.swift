@@ -168,10 +168,12 @@ public final class CouchServer: RequestHandler {
     /// True when no admin is configured and every client is one (CouchDB's admin party).
     public var isAdminParty: Bool { accessControl.isAdminParty }
 
-    /// Every request, on the listener's thread unless it may run long (`OffThreadAnswer`).
+    /// Every request, on the listener's thread unless it may run long (`OffThreadAnswer`) or
+    /// cost a password check.
     public func handle(_ request: HTTPRequest) -> HTTPResponse {
         guard OffThreadAnswer.mayRunLong(method: request.method, path: request.path) || OffThreadAnswer.filtersChanges(request)
-                || runsValidation(request) else { return answer(request) }
+                || runsValidation(request) || accessControl.authenticator.mayCheckPassword(request)
+        else { return answer(request) }
         return HTTPResponse(status: 200, body: .deferred(OffThreadAnswer(queue: longRequests, path: request.path) { [self] in
             answer(request)
         }))

@@ -81,7 +81,7 @@ final class Authenticator: Sendable {
         }
         let matches: Bool
         if let stored {
-            matches = try hasher.verify(password, against: stored.hash)
+            matches = try hasher.verify(password, against: stored.hash, name: name)
         } else {
             matches = try hasher.verifyUnknown(password)
         }
@@ -99,6 +99,21 @@ final class Authenticator: Sendable {
                                   database: credentials.usersDatabase, databases: credentials.databases)
         }
         return UserContext(name: name, roles: stored.roles, authenticatedBy: handler)
+    }
+
+    /// Whether answering `request` may cost a password check: a login (`POST /_session`), or
+    /// HTTP Basic credentials (when the `default` handler is on) whose name and password have
+    /// not passed one yet. Such requests are answered off the listener, so that a check, or
+    /// waiting for one, never holds a listener thread. Only where the request is answered
+    /// depends on it.
+    func mayCheckPassword(_ request: HTTPRequest) -> Bool {
+        if request.method == "POST",
+           request.path.utf8.split(separator: UInt8(ascii: "/")).first?.elementsEqual("_session".utf8) == true {
+            return true
+        }
+        guard settings.handlers.contains(.basic), let header = request.header("authorization"),
+              let basic = try? BasicCredentials.parse(header) else { return false }
+        return hasher.mayNeedCheck(name: basic.name, password: basic.password)
     }
 
     /// The salt a user's session cookies are signed with, if the user still exists.

@@ -107,7 +107,11 @@ public struct PasswordHash: Sendable, Equatable {
 /// Checks are also the cheapest way to make a server work hard, so they are bounded: a
 /// stored hash's iterations must lie within `[chttpd_auth] min_iterations`/`max_iterations`
 /// (CouchDB's rule), at most `concurrentChecks` run at once and as many wait, and further
-/// logins are refused with 503 rather than occupying every request thread.
+/// logins are refused with 503 rather than occupying every request thread. Requests that
+/// bring the same password for the same hash while it is being checked wait for that check
+/// rather than run their own (a client's first requests often go out together), and the
+/// server answers requests whose credentials are not remembered off its listener
+/// (`mayNeedCheck`), so that waiting for a check never holds a listener thread.
 public final class PasswordHasher: @unchecked Sendable {
     public let iterations: Int
     /// The PRF of new hashes (`[chttpd_auth] pbkdf2_prf`, SHA-256 by default).
@@ -116,7 +120,11 @@ public final class PasswordHasher: @unchecked Sendable {
     private let cacheKey = Digest.randomBytes(32)
     private let lock = NSLock()
     private var verified: Set<[UInt8]> = []
+    /// Name and password pairs that passed a check (keyed digests too), for `mayNeedCheck`.
+    private var verifiedPairs: Set<[UInt8]> = []
     private static let cacheLimit = 4096
+    /// The checks under way, by fingerprint; requests with the same one wait for its result.
+    private var checking: [[UInt8]: Check] = [:]
     private let concurrentChecks: Int
     private let slots: DispatchSemaphore
     private var admitted = 0
@@ -143,8 +151,9 @@ public final class PasswordHasher: @unchecked Sendable {
     }
 
     /// Whether `password` matches; 403 when the hash's iterations are outside the allowed
-    /// range, 503 when too many checks are running or waiting.
-    public func verify(_ password: String, against stored: PasswordHash) throws(CouchError) -> Bool {
+    /// range, 503 when too many checks are running or waiting. `name`, when given, is
+    /// remembered with the password on success (`mayNeedCheck`).
+    public func verify(_ password: String, against stored: PasswordHash, name: String? = nil) throws(CouchError) -> Bool {
         if case .pbkdf2 = stored.scheme {
             if stored.iterations < iterationRange.lowerBound {
                 throw CouchError(.forbidden, "Iteration count is too low for this server")
@@ -153,43 +162,88 @@ public final class PasswordHasher: @unchecked Sendable {
                 throw CouchError(.forbidden, "Iteration count is too high for this server")
             }
         }
-        var fingerprintInput = Array(stored.adminEntry.utf8)
-        fingerprintInput.append(0)
-        fingerprintInput.append(contentsOf: password.utf8)
-        let fingerprint = Digest.hmac(.sha256, key: cacheKey, message: fingerprintInput)
-        lock.lock()
-        let known = verified.contains(fingerprint)
-        lock.unlock()
-        if known { return true }
-        guard try bounded({ Self.matches(password, stored) }) else { return false }
-        lock.lock()
-        if verified.count >= Self.cacheLimit { verified.removeAll(keepingCapacity: true) }
-        verified.insert(fingerprint)
-        lock.unlock()
+        let fingerprint = self.fingerprint(stored.adminEntry, password)
+        if lock.withLock({ verified.contains(fingerprint) }) { return true }
+        guard try checkedOnce(fingerprint, { Self.matches(password, stored) }) else { return false }
+        lock.withLock {
+            if verified.count >= Self.cacheLimit { verified.removeAll(keepingCapacity: true) }
+            verified.insert(fingerprint)
+            if let name {
+                if verifiedPairs.count >= Self.cacheLimit { verifiedPairs.removeAll(keepingCapacity: true) }
+                verifiedPairs.insert(self.fingerprint(name, password))
+            }
+        }
         return true
     }
 
     /// Spends a password check's time on a user that does not exist, then says no.
     public func verifyUnknown(_ password: String) throws(CouchError) -> Bool {
         let stored = lock.withLock { decoy }
-        _ = try bounded({ Self.matches(password, stored) })
+        _ = try checkedOnce(fingerprint(stored.adminEntry, password), { Self.matches(password, stored) })
         return false
     }
 
-    /// Runs a check in one of the bounded slots.
-    private func bounded(_ check: () -> Bool) throws(CouchError) -> Bool {
-        let admittedNow = lock.withLock {
-            guard admitted < 2 * concurrentChecks else { return false }
+    /// Whether a request bringing `name` and `password` may cost a check: false once the pair
+    /// has passed one (until the remembered pairs are cleared). It only decides where the
+    /// request is answered; `verify` still decides whether the password matches.
+    public func mayNeedCheck(name: String, password: String) -> Bool {
+        let pair = fingerprint(name, password)
+        return lock.withLock { !verifiedPairs.contains(pair) }
+    }
+
+    private func fingerprint(_ first: String, _ second: String) -> [UInt8] {
+        var input = Array(first.utf8)
+        input.append(0)
+        input.append(contentsOf: second.utf8)
+        return Digest.hmac(.sha256, key: cacheKey, message: input)
+    }
+
+    /// Runs `check` in one of the bounded slots, unless a check with the same fingerprint is
+    /// under way: then its result, once it has one.
+    private func checkedOnce(_ fingerprint: [UInt8], _ check: () -> Bool) throws(CouchError) -> Bool {
+        enum Admission { case run(Check), wait(Check), refused }
+        let admission: Admission = lock.withLock {
+            if let running = checking[fingerprint] { return .wait(running) }
+            guard admitted < 2 * concurrentChecks else { return .refused }
             admitted += 1
-            return true
+            let new = Check()
+            checking[fingerprint] = new
+            return .run(new)
         }
-        guard admittedNow else {
+        switch admission {
+        case .refused:
             throw CouchError(.serviceUnavailable, "Too many password checks in progress; try again later")
+        case .wait(let running):
+            return running.result()
+        case .run(let new):
+            slots.wait()
+            let matched = check()
+            slots.signal()
+            lock.withLock {
+                checking[fingerprint] = nil
+                admitted -= 1
+            }
+            new.finish(matched)
+            return matched
         }
-        defer { lock.withLock { admitted -= 1 } }
-        slots.wait()
-        defer { slots.signal() }
-        return check()
+    }
+
+    /// One check under way, and its result for the requests that wait for it.
+    private final class Check: @unchecked Sendable {
+        private let done = DispatchGroup()
+        private var matched = false
+
+        init() { done.enter() }
+
+        func finish(_ matched: Bool) {
+            self.matched = matched
+            done.leave()
+        }
+
+        func result() -> Bool {
+            done.wait()
+            return matched
+        }
     }
 
     private static func matches(_ password: String, _ stored: PasswordHash) -> Bool {
