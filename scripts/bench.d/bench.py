@@ -45,7 +45,7 @@ BANNER = re.compile(rb"listening on http://[^:/]+:(\d+)/")
 DB = "bench"                       # the database loaded by _bulk_docs and read by the other rows
 ID_FORMAT = "bench-%07d"           # document ids, fixed width so every document has the same size
 DOC_BYTES = 1024                   # size of a document as sent in _bulk_docs, _id included
-WORKLOADS = ["bulk_docs", "get_c10", "get_c100", "put_c1", "put_c10", "changes", "all_docs", "feed_latency",
+WORKLOADS = ["bulk_docs", "get_c10", "get_c100", "get_logged", "put_c1", "put_c10", "changes", "all_docs", "feed_latency",
              "replication", "idle_rss_after_load", "filter_changes", "validate_bulk_docs", "view_build", "view_query",
              "view_query_docs", "view_reduce", "mango_find", "partition_query", "paging", "feeds_at_scale", "startup",
              "idle_rss"]
@@ -445,6 +445,7 @@ class Bench:
 
         self.bulk_docs(server, body_path)
         self.get_documents(server)
+        self.get_logged(server)
         self.put_documents(server)
         self.scans(server)
         self.feed_latency(server)
@@ -558,6 +559,34 @@ class Bench:
                      note=f"server CPU per request {report['server_cpu_us_per_request']:.0f} µs "
                           f"(reference {reference_report['server_cpu_us_per_request']:.0f} µs)",
                      details={"body_bytes": len(data), "wrk": report, "reference_wrk": reference_report})
+
+    def get_logged(self, server):
+        """`GET` with 10 connections at the default log level (a line per request) against the
+        same server at `warning`, as every other row runs it: what a user's default costs."""
+        if not self.wanted("get_logged"):
+            return
+        s = self.settings
+        best = {}
+        cpu_per_request = {}
+        try:
+            for _ in range(s.repeats):
+                for level in ("warning", "info"):
+                    status, data = http_request(server.port, "PUT", "/_node/_local/_config/log/level",
+                                                body=json.dumps(level).encode())
+                    expect(status, data, (200,), f"set the log level to {level}")
+                    (rate, report), _, cpu = self.measure(server, lambda: run_wrk(
+                        server.port, "get.lua", [DB, s.docs, ID_FORMAT], 10, 2, s.wrk_seconds))
+                    if report["errors"]:
+                        raise BenchError(f"GET at log level {level}: {report}")
+                    if rate > best.get(level, 0):
+                        best[level] = rate
+                        cpu_per_request[level] = cpu / report["requests"] * 1e6
+        finally:
+            http_request(server.port, "PUT", "/_node/_local/_config/log/level", body=json.dumps("warning").encode())
+        self.add("get_logged", "GET /db/doc (1 KB), 10 connections, default log level (info)", "req/s",
+                 best["info"], best["warning"], "the same at --log-level warning", "—", None, None,
+                 note=f"server CPU per request {cpu_per_request['info']:.0f} µs "
+                      f"({cpu_per_request['warning']:.0f} µs without the request log line)")
 
     def put_documents(self, server):
         s = self.settings
