@@ -43,29 +43,72 @@ import Testing
         #expect(logged >= before.addingTimeInterval(-1) && logged <= after)
     }
 
-    @Test func linesFromManyThreadsStayWhole() throws {
+    /// Into a file, and into a pipe (a service manager's log), where the kernel keeps only
+    /// writes of up to `PIPE_BUF` bytes whole.
+    @Test(arguments: ["file", "pipe"])
+    func linesFromManyThreadsStayWhole(into kind: String) throws {
         let path = temporaryPath()
         defer { unlink(path) }
-        let (logger, descriptor) = try logger(label: "busy", into: path)
-        defer { close(descriptor) }
-        let threads = 8, perThread = 400
-        // Some lines are longer than a pipe's atomic write (4 KiB) and the stream's buffers.
-        DispatchQueue.concurrentPerform(iterations: threads) { thread in
-            for index in 0..<perThread {
-                let filler = String(repeating: Character(UnicodeScalar(UInt8(97 + thread))), count: index % 50 == 0 ? 20_000 : index % 90)
-                logger.error("\(thread)/\(index) \(filler) end")
+        let descriptor: Int32
+        var reader: Thread?
+        let drained = DispatchSemaphore(value: 0)
+        if kind == "file" {
+            descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        } else {
+            var ends: [Int32] = [0, 0]
+            try #require(pipe(&ends) == 0)
+            descriptor = ends[1]
+            let readEnd = ends[0]
+            // The reader copies the pipe into the file, slowly enough that the pipe fills.
+            reader = Thread {
+                let output = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+                var buffer = [UInt8](repeating: 0, count: 4096)
+                while true {
+                    let count = read(readEnd, &buffer, buffer.count)
+                    if count <= 0 { break }
+                    _ = buffer.withUnsafeBytes { Glibc.write(output, $0.baseAddress!, count) }
+                    usleep(10)
+                }
+                close(output)
+                close(readEnd)
+                drained.signal()
             }
+            reader?.start()
         }
+        try #require(descriptor >= 0)
+        let logger = Logger(label: "busy") { StandardErrorLogHandler(label: $0, descriptor: descriptor) }
+        let threads = 8, perThread = 400
+        // Every 50th line is longer than a pipe keeps whole (4 KiB).
+        let finished = DispatchGroup()
+        for thread in 0..<threads {
+            finished.enter()
+            Thread {
+                for index in 0..<perThread {
+                    let filler = String(repeating: Character(UnicodeScalar(UInt8(97 + thread))),
+                                        count: index % 50 == 0 ? 20_000 : index % 90)
+                    logger.error("\(thread)/\(index) \(filler) end")
+                }
+                finished.leave()
+            }.start()
+        }
+        finished.wait()
+        close(descriptor)
+        if reader != nil { drained.wait() }
         let lines = try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n")
         #expect(lines.count == threads * perThread)
         var seen = Set<String>()
+        var garbled: [Substring] = []
         for line in lines {
-            let message = try #require(line.firstMatch(of: /\[CouchServerTests\] (\d+)\/(\d+) ([a-h]*) end$/))
-            let thread = Int(message.output.1)!, index = Int(message.output.2)!
-            let expected = index % 50 == 0 ? 20_000 : index % 90
-            #expect(message.output.3.count == expected && message.output.3.allSatisfy { $0 == Character(UnicodeScalar(UInt8(97 + thread))) })
+            guard let message = line.firstMatch(of: /\[CouchServerTests\] (\d+)\/(\d+) ([a-h]*) end$/),
+                  let thread = Int(message.output.1), let index = Int(message.output.2),
+                  message.output.3.count == (index % 50 == 0 ? 20_000 : index % 90),
+                  message.output.3.allSatisfy({ $0 == Character(UnicodeScalar(UInt8(97 + thread))) }) else {
+                garbled.append(line.prefix(120))
+                continue
+            }
             seen.insert("\(thread)/\(index)")
         }
+        #expect(garbled.isEmpty, "\(garbled.count) lines mixed with others, the first: \(garbled.first ?? "")")
         #expect(seen.count == threads * perThread)
     }
 }

@@ -9,8 +9,10 @@ import Logging
 /// Why not `StreamLogHandler` itself: at the default level every request logs a line, and it
 /// spent 9–13 µs of a 35–40 µs `GET` on it: `localtime` (which reads `/etc/localtime` again at
 /// every call), its text built by interpolation, the standard-error stream's lock and flush.
-/// Here the time is formatted once a second and the line goes out as bytes; a single `write`
-/// keeps lines whole under concurrency (the kernel serialises writes to one open file).
+/// Here the time is formatted once a second and the line goes out as bytes in one `write`,
+/// which keeps lines whole under concurrency without a lock: the kernel orders writes to one
+/// open file, and to a pipe (a service manager's log) those of up to `PIPE_BUF` bytes. A longer
+/// line (a long URL) may be split on a pipe, so it is written alone (`LineOrder`).
 public struct StandardErrorLogHandler: LogHandler {
     private let label: String
     private let descriptor: Int32
@@ -62,6 +64,14 @@ public struct StandardErrorLogHandler: LogHandler {
     }
 
     private func write(_ line: [UInt8]) {
+        if line.count > Int(PIPE_BUF) {
+            LineOrder.alone { writeAll(line) }
+        } else {
+            LineOrder.together { writeAll(line) }
+        }
+    }
+
+    private func writeAll(_ line: [UInt8]) {
         line.withUnsafeBytes { bytes in
             var offset = 0
             while offset < bytes.count {
@@ -75,6 +85,28 @@ public struct StandardErrorLogHandler: LogHandler {
                 }
             }
         }
+    }
+}
+
+/// Short lines are written together (each `write` is whole), a long one alone: a reader-writer
+/// lock, whose shared side the short lines take without waiting for each other.
+enum LineOrder {
+    nonisolated(unsafe) private static let lock: UnsafeMutablePointer<pthread_rwlock_t> = {
+        let lock = UnsafeMutablePointer<pthread_rwlock_t>.allocate(capacity: 1)
+        pthread_rwlock_init(lock, nil)
+        return lock
+    }()
+
+    static func together(_ body: () -> Void) {
+        pthread_rwlock_rdlock(lock)
+        defer { pthread_rwlock_unlock(lock) }
+        body()
+    }
+
+    static func alone(_ body: () -> Void) {
+        pthread_rwlock_wrlock(lock)
+        defer { pthread_rwlock_unlock(lock) }
+        body()
     }
 }
 
