@@ -10,7 +10,7 @@ import Logging
 /// spent 9–13 µs of a 35–40 µs `GET` on it: `localtime` (which reads `/etc/localtime` again at
 /// every call), its text built by interpolation, the standard-error stream's lock and flush.
 /// Here the time is formatted once a second and the line goes out as bytes in one `write`,
-/// which keeps lines whole under concurrency without a lock: the kernel orders writes to one
+/// which keeps it whole without lines waiting for each other: the kernel orders writes to one
 /// open file, and to a pipe (a service manager's log) those of up to `PIPE_BUF` bytes. A longer
 /// line (a long URL) may be split on a pipe, so it is written alone (`LineOrder`).
 public struct StandardErrorLogHandler: LogHandler {
@@ -89,11 +89,16 @@ public struct StandardErrorLogHandler: LogHandler {
 }
 
 /// Short lines are written together (each `write` is whole), a long one alone: a reader-writer
-/// lock, whose shared side the short lines take without waiting for each other.
+/// lock, whose shared side the short lines take without waiting for each other. Writers are
+/// preferred, so that a steady stream of short lines cannot hold a long one back.
 enum LineOrder {
     nonisolated(unsafe) private static let lock: UnsafeMutablePointer<pthread_rwlock_t> = {
         let lock = UnsafeMutablePointer<pthread_rwlock_t>.allocate(capacity: 1)
-        pthread_rwlock_init(lock, nil)
+        var attributes = pthread_rwlockattr_t()
+        pthread_rwlockattr_init(&attributes)
+        pthread_rwlockattr_setkind_np(&attributes, Int32(PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP))
+        pthread_rwlock_init(lock, &attributes)
+        pthread_rwlockattr_destroy(&attributes)
         return lock
     }()
 
