@@ -120,8 +120,10 @@ public final class PasswordHasher: @unchecked Sendable {
     private let cacheKey = Digest.randomBytes(32)
     private let lock = NSLock()
     private var verified: Set<[UInt8]> = []
-    /// Name and password pairs that passed a check (keyed digests too), for `mayNeedCheck`.
-    private var verifiedPairs: Set<[UInt8]> = []
+    /// Name and password pairs that passed a check, for `mayNeedCheck`: the process's keyed
+    /// `Hasher` (SipHash) of each, cheaper than a digest for what only decides where a request
+    /// is answered (a collision answers one on the listener, as before).
+    private var verifiedPairs: Set<Int> = []
     private static let cacheLimit = 4096
     /// The checks under way, by fingerprint; requests with the same one wait for its result.
     private var checking: [[UInt8]: Check] = [:]
@@ -170,7 +172,7 @@ public final class PasswordHasher: @unchecked Sendable {
             verified.insert(fingerprint)
             if let name {
                 if verifiedPairs.count >= Self.cacheLimit { verifiedPairs.removeAll(keepingCapacity: true) }
-                verifiedPairs.insert(self.fingerprint(name, password))
+                verifiedPairs.insert(Self.pairKey(name, password))
             }
         }
         return true
@@ -187,8 +189,15 @@ public final class PasswordHasher: @unchecked Sendable {
     /// has passed one (until the remembered pairs are cleared). It only decides where the
     /// request is answered; `verify` still decides whether the password matches.
     public func mayNeedCheck(name: String, password: String) -> Bool {
-        let pair = fingerprint(name, password)
+        let pair = Self.pairKey(name, password)
         return lock.withLock { !verifiedPairs.contains(pair) }
+    }
+
+    private static func pairKey(_ name: String, _ password: String) -> Int {
+        var hasher = Hasher()
+        hasher.combine(name)
+        hasher.combine(password)
+        return hasher.finalize()
     }
 
     private func fingerprint(_ first: String, _ second: String) -> [UInt8] {
