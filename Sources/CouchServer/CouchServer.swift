@@ -171,12 +171,23 @@ public final class CouchServer: RequestHandler {
     /// Every request, on the listener's thread unless it may run long (`OffThreadAnswer`) or
     /// cost a password check.
     public func handle(_ request: HTTPRequest) -> HTTPResponse {
-        guard OffThreadAnswer.mayRunLong(method: request.method, path: request.path) || OffThreadAnswer.filtersChanges(request)
-                || runsValidation(request) || accessControl.authenticator.mayCheckPassword(request)
-        else { return answer(request) }
-        return HTTPResponse(status: 200, body: .deferred(OffThreadAnswer(queue: longRequests, path: request.path) { [self] in
-            answer(request)
-        }))
+        if OffThreadAnswer.mayRunLong(method: request.method, path: request.path) || OffThreadAnswer.filtersChanges(request)
+            || runsValidation(request) {
+            return HTTPResponse(status: 200, body: .deferred(OffThreadAnswer(queue: longRequests, path: request.path) { [self] in
+                answer(request)
+            }))
+        }
+        let authenticator = accessControl.authenticator
+        guard let credentials = authenticator.passwordCheckKey(request) else { return answer(request) }
+        // Logins take a share of their own, not their database's: a flood of them leaves the
+        // database's slow requests their threads. Too many different ones answer 503 at once.
+        let hasher = authenticator.hasher
+        guard hasher.admit(credentials: credentials) else {
+            return answer(request) { _ in .error(PasswordHasher.tooManyChecks) }
+        }
+        return HTTPResponse(status: 200, body: .deferred(OffThreadAnswer(
+            queue: longRequests, path: request.path, owner: "_password_checks",
+            answered: { hasher.answered(credentials: credentials) }) { [self] in answer(request) }))
     }
 
     /// A write into a database whose validation functions (JavaScript, which may loop until
@@ -189,11 +200,12 @@ public final class CouchServer: RequestHandler {
 
     /// CORS preflight, then authentication and authorization (once, by the policy in
     /// `Auth/`), then the handler the route table names.
-    private func answer(_ request: HTTPRequest) -> HTTPResponse {
+    /// `routing` answers in place of the route table (a refusal before any work).
+    private func answer(_ request: HTTPRequest, routing: ((HTTPRequest) -> HTTPResponse)? = nil) -> HTTPResponse {
         let started = DispatchTime.now().uptimeNanoseconds
         let access = accessControl
         let request = RequestForms.overridingMethod(request)
-        var response = access.cors.preflight(request) ?? route(request)
+        var response = access.cors.preflight(request) ?? (routing ?? route)(request)
         response = RequestForms.wrappingJSONP(response, request: request, allowed: access.configuration.allowJSONP)
         access.cors.decorate(&response, for: request)
         metrics.recordRequest(method: request.method, status: response.status,

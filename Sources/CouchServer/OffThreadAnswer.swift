@@ -12,18 +12,26 @@ final class OffThreadAnswer: DeferredResponse, @unchecked Sendable {
     private let queue: FairQueue
     private let owner: String
     private let answer: @Sendable () -> HTTPResponse
+    private let answered: (@Sendable () -> Void)?
 
-    init(queue: FairQueue, path: String, answer: @escaping @Sendable () -> HTTPResponse) {
+    /// `owner`: whose share of the threads the request takes; by default the database its
+    /// path names. `answered` runs once the answer is delivered, or the request dropped because
+    /// its client left while it queued.
+    init(queue: FairQueue, path: String, owner: String? = nil, answered: (@Sendable () -> Void)? = nil,
+         answer: @escaping @Sendable () -> HTTPResponse) {
         self.queue = queue
-        // The database's name as the path spells it: the owner whose share the request takes.
-        owner = String(path.utf8.split(separator: UInt8(ascii: "/"), maxSplits: 1).first.map { Substring($0) } ?? "")
+        // The database's name as the path spells it.
+        self.owner = owner
+            ?? String(path.utf8.split(separator: UInt8(ascii: "/"), maxSplits: 1).first.map { Substring($0) } ?? "")
+        self.answered = answered
         self.answer = answer
     }
 
     /// The answer runs with `cancellation` as its thread's current one, so the work inside
     /// (functions, scans) stops when the client hangs up.
     func start(cancellation: RequestCancellation, deliver: @escaping @Sendable (HTTPResponse) -> Void) {
-        queue.submit(owner: owner) { [answer] in
+        queue.submit(owner: owner) { [answer, answered] in
+            defer { answered?() }
             // Its client left while it queued: nobody would read the answer.
             if cancellation.isCancelled { return deliver(.error(CouchError.clientGone)) }
             deliver(RequestCancellation.withCurrent(cancellation) { answer() })

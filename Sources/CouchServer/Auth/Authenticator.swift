@@ -101,19 +101,23 @@ final class Authenticator: Sendable {
         return UserContext(name: name, roles: stored.roles, authenticatedBy: handler)
     }
 
-    /// Whether answering `request` may cost a password check: a login (`POST /_session`), or
+    /// The credentials of a request whose answer may cost a password check, as a key
+    /// (`PasswordHasher.credentialsKey`): a login (`POST /_session`, keyed by its body), or
     /// HTTP Basic credentials (when the `default` handler is on) whose name and password have
-    /// not passed one yet. Such requests are answered off the listener, so that a check, or
-    /// waiting for one, never holds a listener thread. Only where the request is answered
-    /// depends on it.
-    func mayCheckPassword(_ request: HTTPRequest) -> Bool {
+    /// not passed one yet; nil for any other. Such requests are answered off the listener, so
+    /// that a check, or waiting for one, never holds a listener thread. Only where the request
+    /// is answered depends on it.
+    func passwordCheckKey(_ request: HTTPRequest) -> Int? {
         if request.method == "POST",
            request.path.utf8.split(separator: UInt8(ascii: "/")).first?.elementsEqual("_session".utf8) == true {
-            return true
+            var hasher = Hasher()
+            hasher.combine(request.body)
+            return hasher.finalize()
         }
         guard settings.handlers.contains(.basic), let header = request.header("authorization"),
-              let basic = try? BasicCredentials.parse(header) else { return false }
-        return hasher.mayNeedCheck(name: basic.name, password: basic.password)
+              let basic = try? BasicCredentials.parse(header),
+              hasher.mayNeedCheck(name: basic.name, password: basic.password) else { return nil }
+        return PasswordHasher.credentialsKey(basic.name, basic.password)
     }
 
     /// The salt a user's session cookies are signed with, if the user still exists.

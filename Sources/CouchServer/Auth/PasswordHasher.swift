@@ -127,6 +127,9 @@ public final class PasswordHasher: @unchecked Sendable {
     private static let cacheLimit = 4096
     /// The checks under way, by fingerprint; requests with the same one wait for its result.
     private var checking: [[UInt8]: Check] = [:]
+    /// Requests answered off the listener because they may cost a check, by the credentials
+    /// they bring (`credentialsKey`), counted from before they queue until answered.
+    private var admittedCredentials: [Int: Int] = [:]
     private let concurrentChecks: Int
     private let slots: DispatchSemaphore
     private var admitted = 0
@@ -172,7 +175,7 @@ public final class PasswordHasher: @unchecked Sendable {
             verified.insert(fingerprint)
             if let name {
                 if verifiedPairs.count >= Self.cacheLimit { verifiedPairs.removeAll(keepingCapacity: true) }
-                verifiedPairs.insert(Self.pairKey(name, password))
+                verifiedPairs.insert(Self.credentialsKey(name, password))
             }
         }
         return true
@@ -189,16 +192,42 @@ public final class PasswordHasher: @unchecked Sendable {
     /// has passed one (until the remembered pairs are cleared). It only decides where the
     /// request is answered; `verify` still decides whether the password matches.
     public func mayNeedCheck(name: String, password: String) -> Bool {
-        let pair = Self.pairKey(name, password)
+        let pair = Self.credentialsKey(name, password)
         return lock.withLock { !verifiedPairs.contains(pair) }
     }
 
-    private static func pairKey(_ name: String, _ password: String) -> Int {
+    /// A name and password as the process's keyed `Hasher` (SipHash) sees them.
+    static func credentialsKey(_ name: String, _ password: String) -> Int {
         var hasher = Hasher()
         hasher.combine(name)
         hasher.combine(password)
         return hasher.finalize()
     }
+
+    /// Admits a request that may cost a check before it queues: always when it brings
+    /// credentials already admitted (it will share their check), otherwise while fewer
+    /// credentials are admitted than checks may run or wait. A refused request answers 503 at
+    /// once rather than queue behind a flood of logins. `answered` ends each admission.
+    public func admit(credentials key: Int) -> Bool {
+        lock.withLock {
+            if let count = admittedCredentials[key] {
+                admittedCredentials[key] = count + 1
+                return true
+            }
+            guard admittedCredentials.count < 2 * concurrentChecks else { return false }
+            admittedCredentials[key] = 1
+            return true
+        }
+    }
+
+    public func answered(credentials key: Int) {
+        lock.withLock {
+            guard let count = admittedCredentials[key] else { return }
+            admittedCredentials[key] = count > 1 ? count - 1 : nil
+        }
+    }
+
+    static let tooManyChecks = CouchError(.serviceUnavailable, "Too many password checks in progress; try again later")
 
     private func fingerprint(_ first: String, _ second: String) -> [UInt8] {
         var input = Array(first.utf8)
@@ -221,7 +250,7 @@ public final class PasswordHasher: @unchecked Sendable {
         }
         switch admission {
         case .refused:
-            throw CouchError(.serviceUnavailable, "Too many password checks in progress; try again later")
+            throw Self.tooManyChecks
         case .wait(let running):
             return running.result()
         case .run(let new):
