@@ -115,17 +115,11 @@ enum LineOrder {
     }
 }
 
-/// The local time as `%Y-%m-%dT%H:%M:%S%z`, formatted once per second.
+/// The local time as `%Y-%m-%dT%H:%M:%S%z`, formatted once a second.
 enum LogTimestamp {
-    private static let cache = Locked<(second: time_t, text: [UInt8])>((-1, []))
+    private static let text = TextEachSecond(format: format)
 
-    static func current() -> [UInt8] {
-        let now = time(nil)
-        if let text = cache.withLock({ $0.second == now ? $0.text : nil }) { return text }
-        let text = format(now)
-        cache.withLock { $0 = (now, text) }
-        return text
-    }
+    static func current() -> [UInt8] { text.now() }
 
     static func format(_ seconds: time_t) -> [UInt8] {
         var seconds = seconds
