@@ -283,13 +283,14 @@ public final class CouchServer: RequestHandler {
 
 /// The access control in force, swapped whole when the configuration changes.
 final class AccessControlHolder: @unchecked Sendable {
-    private let lock = NSLock()
+    // Every request reads it, more than once: readers must not wait for each other.
+    private let lock = ReadWriteLock()
     private var control: AccessControl
 
     init(_ control: AccessControl) { self.control = control }
 
     var current: AccessControl {
-        get { lock.withLock { control } }
-        set { lock.withLock { control = newValue } }
+        get { lock.reading { control } }
+        set { lock.writing { control = newValue } }
     }
 }

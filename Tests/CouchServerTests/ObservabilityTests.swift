@@ -38,6 +38,40 @@ import Testing
         #expect((one["value"]?.intValue ?? 0) >= 3)
     }
 
+    /// Requests counted from many connections at once are each counted once, in `_stats` and
+    /// in the Prometheus text, which scrape after scrape adds only what came since.
+    @Test func requestsAtOnceAreCountedExactly() throws {
+        let server = try TestServer()
+        defer { server.stop() }
+        try server.createDatabase("db")
+        try server.put("db", "a", "{}")
+        func value(_ path: String) throws -> Int {
+            try server.json("GET", "/_node/_local/_stats/couchdb/" + path).json["value"]?.intValue ?? -1
+        }
+        func prometheus(_ family: String, label: (String, String)? = nil) throws -> Double? {
+            let families = try PrometheusText.parse(server.request("GET", "/_node/_local/_prometheus").text)
+            return families[family]?.samples.first { sample in label.map { sample.labels[$0.0] == $0.1 } ?? true }?.value
+        }
+        let requestsBefore = try value("httpd/requests")
+        let readsBefore = try value("database_reads")
+        let getsBefore = try value("httpd_request_methods/GET")
+        let failures = Locked(0)
+        DispatchQueue.concurrentPerform(iterations: 8) { _ in
+            guard let connection = try? HTTPTestConnection(port: server.port) else { return failures.withLock { $0 += 100 } }
+            defer { connection.close() }
+            for _ in 0..<100 where (try? connection.request("GET", "/db/a").status) != 200 { failures.withLock { $0 += 1 } }
+        }
+        #expect(failures.withLock { $0 } == 0)
+        // Each `_stats` read is counted once answered: three were made since `requestsBefore`.
+        #expect(try value("httpd/requests") - requestsBefore == 800 + 3)
+        #expect(try value("database_reads") - readsBefore == 800)
+        #expect(try value("httpd_request_methods/GET") - getsBefore == 800 + 3)
+        let total = try value("httpd/requests")
+        #expect(try prometheus("couchdb_httpd_requests_total") == Double(total + 1))
+        #expect(try prometheus("couchdb_httpd_requests_total") == Double(total + 2))
+        #expect(try prometheus("couchdb_httpd_request_methods", label: ("method", "GET")) == Double(getsBefore + 800 + 7))
+    }
+
     @Test func openFeedsAreCounted() throws {
         let server = try TestServer()
         defer { server.stop() }

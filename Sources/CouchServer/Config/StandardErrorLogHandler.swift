@@ -88,31 +88,14 @@ public struct StandardErrorLogHandler: LogHandler {
     }
 }
 
-/// Short lines are written together (each `write` is whole), a long one alone: a reader-writer
-/// lock, whose shared side the short lines take without waiting for each other. Writers are
-/// preferred, so that a steady stream of short lines cannot hold a long one back.
+/// Short lines are written together (each `write` is whole), a long one alone, under a
+/// writer-preferring lock: a steady stream of short lines cannot hold a long one back.
 enum LineOrder {
-    nonisolated(unsafe) private static let lock: UnsafeMutablePointer<pthread_rwlock_t> = {
-        let lock = UnsafeMutablePointer<pthread_rwlock_t>.allocate(capacity: 1)
-        var attributes = pthread_rwlockattr_t()
-        pthread_rwlockattr_init(&attributes)
-        pthread_rwlockattr_setkind_np(&attributes, Int32(PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP))
-        pthread_rwlock_init(lock, &attributes)
-        pthread_rwlockattr_destroy(&attributes)
-        return lock
-    }()
+    private static let lock = ReadWriteLock()
 
-    static func together(_ body: () -> Void) {
-        pthread_rwlock_rdlock(lock)
-        defer { pthread_rwlock_unlock(lock) }
-        body()
-    }
+    static func together(_ body: () -> Void) { lock.reading(body) }
 
-    static func alone(_ body: () -> Void) {
-        pthread_rwlock_wrlock(lock)
-        defer { pthread_rwlock_unlock(lock) }
-        body()
-    }
+    static func alone(_ body: () -> Void) { lock.writing(body) }
 }
 
 /// The local time as `%Y-%m-%dT%H:%M:%S%z`, formatted once a second.

@@ -13,23 +13,22 @@ final class ServerMetrics: @unchecked Sendable {
     private let factory: PrometheusMetricsFactory
     let started = Date()
 
-    private let lock = NSLock()
-    private var methods: [String: Int] = [:]
-    private var statuses: [Int: Int] = [:]
-    private var requests = 0
-    private var aborted = 0
-    private var reads = 0
-    private var feeds = 0
-    /// The last request times in milliseconds (a ring), for `_stats`' histogram.
-    private var samples: [Double] = []
-    private var nextSample = 0
+    // Every request adds to these without a lock (`AtomicCounters`); `_stats` reads them, and a
+    // Prometheus scrape brings the registry's counters up to them.
+    private enum Figure: Int, CaseIterable { case requests, aborted, reads, feeds, samplesTaken }
+    private let figures = AtomicCounters(count: Figure.allCases.count)
+    /// By index in `methods`, then one for any other method.
+    private let methodCounts = AtomicCounters(count: methods.count + 1)
+    /// By status code minus 100.
+    private let statusCounts = AtomicCounters(count: 500)
+    /// The last request times in milliseconds (a ring of `Double` bit patterns), for `_stats`' histogram.
+    private let samples = AtomicCounters(count: sampleCount)
     private static let sampleCount = 1024
+
+    /// Guards what only a scrape touches: the registry's counters and what each was last brought up to.
+    private let lock = NSLock()
     private var counters: [String: CoreMetrics.Counter] = [:]
-    // The counters every request touches, found without building their key each time.
-    private lazy var requestCounter = counter("couchdb_httpd_requests_total")
-    private lazy var readCounter = counter("couchdb_database_reads_total")
-    private var methodCounters: [String: CoreMetrics.Counter] = [:]
-    private var statusCounters: [Int: CoreMetrics.Counter] = [:]
+    private var reported: [String: Int] = [:]
     private let requestTimer: CoreMetrics.Timer
     private let feedGauge: CoreMetrics.Gauge
 
@@ -42,62 +41,26 @@ final class ServerMetrics: @unchecked Sendable {
         feedGauge = CoreMetrics.Gauge(label: "couchdb_httpd_clients_requesting_changes", dimensions: [], factory: factory)
     }
 
-    private func counter(_ label: String, _ dimensions: [(String, String)] = []) -> CoreMetrics.Counter {
-        let key = label + dimensions.map { "|\($0.0)=\($0.1)" }.joined()
-        if let existing = counters[key] { return existing }
-        let made = CoreMetrics.Counter(label: label, dimensions: dimensions, factory: factory)
-        counters[key] = made
-        return made
-    }
-
     func recordRequest(method: String, status: Int, nanoseconds: UInt64) {
+        figures.add(at: Figure.requests.rawValue)
+        methodCounts.add(at: Self.methods.firstIndex(of: method) ?? Self.methods.count)
+        if (100..<600).contains(status) { statusCounts.add(at: status - 100) }
         let milliseconds = Double(nanoseconds) / 1_000_000
-        let known = Self.methods.contains(method) ? method : "OTHER"
-        lock.withLock {
-            requests += 1
-            methods[known, default: 0] += 1
-            statuses[status, default: 0] += 1
-            if samples.count < Self.sampleCount { samples.append(milliseconds) } else { samples[nextSample] = milliseconds }
-            nextSample = (nextSample + 1) % Self.sampleCount
-            requestCounter.increment()
-            if let byMethod = methodCounters[known] {
-                byMethod.increment()
-            } else {
-                let made = counter("couchdb_httpd_request_methods", [("method", known)])
-                methodCounters[known] = made
-                made.increment()
-            }
-            if let byStatus = statusCounters[status] {
-                byStatus.increment()
-            } else {
-                let made = counter("couchdb_httpd_status_codes", [("code", String(status))])
-                statusCounters[status] = made
-                made.increment()
-            }
-        }
+        let taken = figures.add(at: Figure.samplesTaken.rawValue)
+        samples.store(Int(bitPattern: UInt(milliseconds.bitPattern)), at: taken % Self.sampleCount)
         requestTimer.recordNanoseconds(Int64(clamping: nanoseconds))
     }
 
     /// Requests handled since the start.
-    var requestCount: Int { lock.withLock { requests } }
+    var requestCount: Int { figures[Figure.requests.rawValue] }
 
     /// A request whose work stopped because its client hung up (CouchDB's `aborted_requests`).
-    func recordAbortedRequest() {
-        lock.withLock {
-            aborted += 1
-            counter("couchdb_httpd_aborted_requests_total").increment()
-        }
-    }
+    func recordAbortedRequest() { figures.add(at: Figure.aborted.rawValue) }
 
-    func recordRead() {
-        lock.withLock {
-            reads += 1
-            readCounter.increment()
-        }
-    }
+    func recordRead() { figures.add(at: Figure.reads.rawValue) }
 
-    func feedOpened() { feedGauge.record(lock.withLock { feeds += 1; return feeds }) }
-    func feedClosed() { feedGauge.record(lock.withLock { feeds -= 1; return feeds }) }
+    func feedOpened() { figures.add(at: Figure.feeds.rawValue) }
+    func feedClosed() { figures.add(-1, at: Figure.feeds.rawValue) }
 
     struct Snapshot {
         var requests: Int
@@ -110,24 +73,59 @@ final class ServerMetrics: @unchecked Sendable {
     }
 
     var snapshot: Snapshot {
-        lock.withLock { Snapshot(requests: requests, aborted: aborted, methods: methods, statuses: statuses, reads: reads, feeds: feeds, samples: samples) }
+        let sampled = min(figures[Figure.samplesTaken.rawValue], Self.sampleCount)
+        return Snapshot(requests: figures[Figure.requests.rawValue], aborted: figures[Figure.aborted.rawValue],
+                        methods: methodTotals, statuses: statusTotals, reads: figures[Figure.reads.rawValue],
+                        feeds: figures[Figure.feeds.rawValue],
+                        samples: (0..<sampled).map { Double(bitPattern: UInt64(UInt(bitPattern: samples[$0]))) })
     }
 
-    private var reportedWrites = 0
-
-    /// Sets the figures read at scrape time (gauges, and the documents written since the
-    /// last scrape), then writes the registry in Prometheus' text format.
-    func prometheusText(gauges: [(name: String, value: Double)], documentWrites: Int) -> String {
-        lock.withLock {
-            counter("couchdb_database_writes_total").increment(by: max(0, documentWrites - reportedWrites))
-            reportedWrites = max(reportedWrites, documentWrites)
+    /// Requests by method, "OTHER" for the rest; methods not seen yet are left out.
+    private var methodTotals: [String: Int] {
+        var totals: [String: Int] = [:]
+        for index in 0..<methodCounts.count where methodCounts[index] > 0 {
+            totals[index < Self.methods.count ? Self.methods[index] : "OTHER"] = methodCounts[index]
         }
+        return totals
+    }
+
+    /// Answers by status code; codes not answered yet are left out.
+    private var statusTotals: [Int: Int] {
+        var totals: [Int: Int] = [:]
+        for index in 0..<statusCounts.count where statusCounts[index] > 0 { totals[index + 100] = statusCounts[index] }
+        return totals
+    }
+
+    /// Sets the figures read at scrape time (gauges, the documents written, the request
+    /// counts), then writes the registry in Prometheus' text format.
+    func prometheusText(gauges: [(name: String, value: Double)], documentWrites: Int) -> String {
+        let taken = snapshot
+        lock.withLock {
+            bringUp("couchdb_database_writes_total", to: documentWrites)
+            bringUp("couchdb_database_reads_total", to: taken.reads)
+            bringUp("couchdb_httpd_requests_total", to: taken.requests)
+            bringUp("couchdb_httpd_aborted_requests_total", to: taken.aborted)
+            for (method, count) in taken.methods { bringUp("couchdb_httpd_request_methods", [("method", method)], to: count) }
+            for (code, count) in taken.statuses { bringUp("couchdb_httpd_status_codes", [("code", String(code))], to: count) }
+        }
+        feedGauge.record(taken.feeds)
         for (name, value) in gauges {
             CoreMetrics.Gauge(label: name, dimensions: [], factory: factory).record(value)
         }
         var buffer: [UInt8] = []
         registry.emit(into: &buffer)
         return String(decoding: buffer, as: UTF8.self)
+    }
+
+    /// Adds to a registry counter what `total` gained since the last scrape (the counter is
+    /// made at the first). Called under `lock`.
+    private func bringUp(_ label: String, _ dimensions: [(String, String)] = [], to total: Int) {
+        let key = label + dimensions.map { "|\($0.0)=\($0.1)" }.joined()
+        let counter = counters[key] ?? CoreMetrics.Counter(label: label, dimensions: dimensions, factory: factory)
+        counters[key] = counter
+        let gained = total - reported[key, default: 0]
+        if gained > 0 { counter.increment(by: gained) }
+        reported[key] = max(total, reported[key, default: 0])
     }
 
     static let methods = ["COPY", "DELETE", "GET", "HEAD", "OPTIONS", "POST", "PUT"]
