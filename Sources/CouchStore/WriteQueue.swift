@@ -16,7 +16,9 @@ import Synchronization
 /// A waiting writer sleeps on a semaphore of its own and is woken once: when its write is
 /// done, or when the leader hands it the writer. (Woken all together by one condition,
 /// most writers found their write still queued and slept again: with 10 writers a third of
-/// the server's time went to switching threads.)
+/// the server's time went to switching threads.) A writer woken with its write done returns
+/// without the queue's lock: the leader wakes its whole batch holding it, and each woken
+/// writer had gone back to sleep on it at once.
 ///
 /// The writer connection is closed when the database has been idle a while (`closeIfIdle`) and
 /// opened again by the next write, so an idle open database holds no file descriptor.
@@ -87,9 +89,20 @@ final class WriteQueue: @unchecked Sendable {
         let operation: (WriteTransaction) throws -> Void
         /// Signalled once: the write is done, or its writer now leads.
         let wakeUp = DispatchSemaphore(value: 0)
-        var isDone = false
+        /// Set by the leader once the write's batch has ended, after `error` and the result;
+        /// read by its writer when woken, without the queue's lock.
+        private let done = Atomic<Bool>(false)
         var error: Error?
         init(_ operation: @escaping (WriteTransaction) throws -> Void) { self.operation = operation }
+
+        var isDone: Bool { done.load(ordering: .acquiring) }
+        func markDone() { done.store(true, ordering: .releasing) }
+
+        /// The write's result, or its error, once done.
+        func outcome<T>(_ result: T?) throws -> T {
+            if let error { throw error }
+            return result!
+        }
     }
 
     func perform<T>(_ operation: @escaping (WriteTransaction) throws -> T) throws -> T {
@@ -104,6 +117,9 @@ final class WriteQueue: @unchecked Sendable {
         if batchRunning {
             condition.unlock()
             write.wakeUp.wait()
+            // Done by a leader: the result is here, and the lock (which the leader holds while
+            // it wakes the whole batch) is not needed; otherwise this writer now leads.
+            if write.isDone { return try write.outcome(result) }
             condition.lock()
         } else {
             batchRunning = true
@@ -118,9 +134,7 @@ final class WriteQueue: @unchecked Sendable {
             let newSequence = run(batch, startSequence: startSequence)
             condition.lock()
             expectedWriters = min(Self.maximumBatch, batch.count + pending.count)
-            // Marked done under the lock the waiting writers read it under (ThreadSanitizer
-            // found it set during `run`, unlocked, while a writer of the batch looked).
-            batch.forEach { $0.isDone = true }
+            batch.forEach { $0.markDone() }
             committed.store(newSequence, ordering: .releasing)
             if write.isDone { releaseWriter() }
             for other in batch where other !== write { other.wakeUp.signal() }
@@ -131,8 +145,7 @@ final class WriteQueue: @unchecked Sendable {
             }
         }
         condition.unlock()
-        if let error = write.error { throw error }
-        return result!
+        return try write.outcome(result)
     }
 
     /// Under the lock, as the leader: waits until as many writes are queued as were outstanding
