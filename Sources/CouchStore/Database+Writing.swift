@@ -29,20 +29,23 @@ extension Database {
                            keepingAbsentBodies: Bool = false, allOrNothing: Bool = false,
                            as user: UserContext = .internalWriter) throws -> [WriteResult] {
         // Serialising bodies and hashing revisions needs no writer: a large batch spreads it
-        // over the cores before the writer's single thread takes over.
-        let prepared: [Result<PreparedEdit, CouchError>] = edits.transformInParallelSlices(minimumSlice: 64) { slice in
-            slice.map { edit in
+        // over the cores, and the writer applies each chunk as soon as it is ready while the
+        // cores prepare the next (unless validation must first see every edit).
+        let preparation = ParallelChunks(edits, chunkSize: Self.preparationChunk) { slice in
+            slice.map { edit -> Result<PreparedEdit, CouchError> in
                 do {
-                    return .success(try prepare(edit, following: following, newEdits: newEdits,
-                                                 keepingAbsentBodies: keepingAbsentBodies && !newEdits))
+                    return .success(try self.prepare(edit, following: following, newEdits: newEdits,
+                                                      keepingAbsentBodies: keepingAbsentBodies && !newEdits))
                 } catch let error as CouchError {
                     return .failure(error)
                 } catch {
                     return .failure(CouchError.internalError("cannot stage attachments"))
                 }
             }
-        }.flatMap { $0 }
-        let checks = validateBeforeWriting(prepared, newEdits: newEdits, user: user)
+        }
+        let checks = validatorBeforeWriting(edits).map { validator in
+            validateBeforeWriting(preparation.all, with: validator, newEdits: newEdits, user: user)
+        }
         let touchesDesign = edits.contains { $0.id?.isDesign == true }
         noteDesignWrite(touchesDesign)
         defer { noteDesignWrite(touchesDesign) }
@@ -50,9 +53,9 @@ extension Database {
         do {
             results = try writer.perform { transaction in
                 var results: [WriteResult] = []
-                results.reserveCapacity(prepared.count)
-                for (preparation, check) in zip(prepared, checks) {
-                    switch (preparation, check) {
+                results.reserveCapacity(edits.count)
+                try preparation.forEach { prepared in
+                    switch (prepared, checks?[results.count] ?? .success(.notChecked)) {
                     case (.failure(let error), _), (_, .failure(let error)): results.append(.failure(error))
                     case (.success(let edit), .success(let check)):
                         results.append(try self.inSavepoint(transaction) { protect in
@@ -65,22 +68,27 @@ extension Database {
                 return results
             }
         } catch let aborted as AllOrNothingAborted {
-            finishStaging(prepared, results: nil, following: Array(following.values))
+            finishStaging(preparation.all, results: nil, following: Array(following.values))
             throw aborted
         } catch {
-            finishStaging(prepared, results: nil, following: Array(following.values))
+            finishStaging(preparation.all, results: nil, following: Array(following.values))
             throw error
         }
-        finishStaging(prepared, results: results, following: Array(following.values))
+        finishStaging(preparation.all, results: results, following: Array(following.values))
         return results
     }
+
+    /// Edits a batch's writer applies as one chunk, prepared while it applies the one before.
+    static let preparationChunk = 128
 
     /// An interactive edit whose attachments are given as stored ones (`COPY`): their bytes
     /// are shared in the blob store, not copied.
     public func update(_ edit: DocumentEdit, keeping attachmentList: [AttachmentInfo],
                        as user: UserContext = .internalWriter) throws -> RevisionID {
         let prepared = PreparedEdit(edit: edit, attachments: attachmentList.map(AttachmentInput.kept), staged: [])
-        let check = try validateBeforeWriting([.success(prepared)], newEdits: true, user: user)[0].get()
+        let check = try validatorBeforeWriting([edit]).map { validator in
+            try validateBeforeWriting([.success(prepared)], with: validator, newEdits: true, user: user)[0].get()
+        } ?? .notChecked
         noteDesignWrite(edit.id?.isDesign == true)
         defer { noteDesignWrite(edit.id?.isDesign == true) }
         return try writer.perform { transaction in
@@ -131,7 +139,7 @@ extension Database {
                                      user: UserContext) throws -> RevisionID {
         var check = ValidationCheck.notChecked
         if let validator, id.isDesign || validator.validates(self), let early = try? readers.withConnection(build) {
-            check = try validateBeforeWriting([.success(early)], newEdits: true, user: user)[0].get()
+            check = try validateBeforeWriting([.success(early)], with: validator, newEdits: true, user: user)[0].get()
         }
         noteDesignWrite(id.isDesign)
         defer { noteDesignWrite(id.isDesign) }
@@ -304,14 +312,9 @@ extension Database {
     /// Validates edits against the documents as a reader sees them, outside the writer, so
     /// that a slow function holds no other write back. Per edit: the check made, or the
     /// error that refuses it.
-    private func validateBeforeWriting(_ prepared: [Result<PreparedEdit, CouchError>], newEdits: Bool,
-                                       user: UserContext) -> [Result<ValidationCheck, CouchError>] {
-        guard let validator else { return prepared.map { _ in .success(.notChecked) } }
-        // Design documents are always checked (their functions must compile).
+    private func validateBeforeWriting(_ prepared: [Result<PreparedEdit, CouchError>], with validator: DocumentValidator,
+                                       newEdits: Bool, user: UserContext) -> [Result<ValidationCheck, CouchError>] {
         let active = validator.validates(self)
-        guard active || prepared.contains(where: { (try? $0.get().edit.id?.isDesign) == true }) else {
-            return prepared.map { _ in .success(.notChecked) }
-        }
         // Read what every edit is validated against, then validate them together.
         var results = prepared.map { _ in Result<ValidationCheck, CouchError>.success(.notChecked) }
         var proposals: [(index: Int, write: ProposedWrite, oldRevision: RevisionID?)] = []
@@ -337,6 +340,13 @@ extension Database {
             }
         }
         return results
+    }
+
+    /// The validator, when any of `edits` is validated before the writer (design documents
+    /// always are: their functions must compile).
+    private func validatorBeforeWriting(_ edits: [DocumentEdit]) -> DocumentValidator? {
+        guard let validator, validator.validates(self) || edits.contains(where: { $0.id?.isDesign == true }) else { return nil }
+        return validator
     }
 
     /// Inside the writer: validates an edit not checked before, or whose old revision is no

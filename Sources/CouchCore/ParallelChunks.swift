@@ -1,0 +1,70 @@
+import Dispatch
+import Glibc
+
+/// `transform` applied to consecutive chunks of an array, the first on the caller's thread
+/// and the others on the machine's cores in the background; the results are taken in order,
+/// each chunk's as soon as it is done.
+///
+/// Why: a consumer that must go in order (the single writer applying a `_bulk_docs` batch)
+/// need not wait for the whole array to be transformed: it works through the first chunks
+/// while the cores transform the rest.
+public final class ParallelChunks<Result: Sendable>: @unchecked Sendable {
+    private let chunkCount: Int
+    private let results: Locked<[[Result]?]>
+    /// Signalled once per chunk when its results are in (none for the caller's own chunk).
+    private let ready: [DispatchSemaphore]
+    private let background = DispatchGroup()
+
+    private static var cores: Int { ParallelChunksCores.count }
+
+    /// With one chunk's worth or fewer (or one core), everything is transformed here and now.
+    public init<Element: Sendable>(_ elements: [Element], chunkSize: Int,
+                                   transform: @escaping @Sendable (ArraySlice<Element>) -> [Result]) {
+        let size = Swift.max(1, chunkSize)
+        chunkCount = Self.cores > 1 ? Swift.max(1, (elements.count + size - 1) / size) : 1
+        guard chunkCount > 1 else {
+            results = Locked([transform(elements[...])])
+            ready = []
+            return
+        }
+        results = Locked([[Result]?](repeating: nil, count: chunkCount))
+        ready = (0..<chunkCount).map { _ in DispatchSemaphore(value: 0) }
+        let cancellation = RequestCancellation.current
+        let (results, ready, count) = (results, ready, chunkCount)
+        // The rest first, so the cores start on them while this thread does the first.
+        DispatchQueue.global().async(group: background) {
+            DispatchQueue.concurrentPerform(iterations: count - 1) { offset in
+                let chunk = offset + 1
+                let result = RequestCancellation.withCurrent(cancellation) {
+                    transform(elements[(chunk * size)..<Swift.min(elements.count, (chunk + 1) * size)])
+                }
+                results.withLock { $0[chunk] = result }
+                ready[chunk].signal()
+            }
+        }
+        let first = transform(elements[0..<Swift.min(elements.count, size)])
+        results.withLock { $0[0] = first }
+    }
+
+    /// Calls `body` with each result in order, each as soon as its chunk is done.
+    public func forEach(_ body: (Result) throws -> Void) rethrows {
+        for chunk in 0..<chunkCount {
+            if chunk > 0 {
+                ready[chunk].wait()
+                ready[chunk].signal()  // for whoever looks again
+            }
+            for result in results.withLock({ $0[chunk]! }) { try body(result) }
+        }
+    }
+
+    /// Every result in order, once every chunk is done.
+    public var all: [Result] {
+        if chunkCount > 1 { background.wait() }
+        return results.withLock { $0.flatMap { $0! } }
+    }
+}
+
+/// The cores to spread over, read once (each read of it is a read of /sys).
+private enum ParallelChunksCores {
+    static let count = Swift.max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN)))
+}
