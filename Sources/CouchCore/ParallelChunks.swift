@@ -15,13 +15,11 @@ public final class ParallelChunks<Result: Sendable>: @unchecked Sendable {
     private let ready: [DispatchSemaphore]
     private let background = DispatchGroup()
 
-    private static var cores: Int { ParallelChunksCores.count }
-
     /// With one chunk's worth or fewer (or one core), everything is transformed here and now.
     public init<Element: Sendable>(_ elements: [Element], chunkSize: Int,
                                    transform: @escaping @Sendable (ArraySlice<Element>) -> [Result]) {
         let size = Swift.max(1, chunkSize)
-        chunkCount = Self.cores > 1 ? Swift.max(1, (elements.count + size - 1) / size) : 1
+        chunkCount = Cores.online > 1 ? Swift.max(1, (elements.count + size - 1) / size) : 1
         guard chunkCount > 1 else {
             results = Locked([transform(elements[...])])
             ready = []
@@ -64,7 +62,7 @@ public final class ParallelChunks<Result: Sendable>: @unchecked Sendable {
     }
 }
 
-/// The cores to spread over, read once (each read of it is a read of /sys).
-private enum ParallelChunksCores {
-    static let count = Swift.max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN)))
+/// The cores work is spread over, read once (each read of it is a read of /sys).
+enum Cores {
+    static let online = Swift.max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN)))
 }

@@ -1,6 +1,3 @@
-import Dispatch
-import Glibc
-
 extension Array where Element: Sendable {
     /// `transform` applied to consecutive slices of the array on the machine's cores at once,
     /// one result per slice, in the slices' order. With fewer than `minimumSlice` elements
@@ -8,20 +5,11 @@ extension Array where Element: Sendable {
     /// Every slice runs with the caller's `RequestCancellation`.
     public func transformInParallelSlices<Result: Sendable>(
         minimumSlice: Int, _ transform: @Sendable (ArraySlice<Element>) -> Result) -> [Result] {
-        // Too few for two slices: no need to ask how many cores (a read of /sys each time).
-        guard count >= 2 * Swift.max(1, minimumSlice) else { return [transform(self[...])] }
-        let cores = Swift.max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN)))
-        let slices = Swift.max(1, Swift.min(cores, count / Swift.max(1, minimumSlice)))
+        let slices = Swift.max(1, Swift.min(Cores.online, count / Swift.max(1, minimumSlice)))
         if slices == 1 { return [transform(self[...])] }
-        let size = (count + slices - 1) / slices
-        let results = Locked([Result?](repeating: nil, count: slices))
-        let cancellation = RequestCancellation.current
-        DispatchQueue.concurrentPerform(iterations: slices) { slice in
-            let result = RequestCancellation.withCurrent(cancellation) {
-                transform(self[(slice * size)..<Swift.min(count, (slice + 1) * size)])
-            }
-            results.withLock { $0[slice] = result }
+        // The chunks are all done before this returns: the transform does not outlive the call.
+        return withoutActuallyEscaping(transform) { transform in
+            ParallelChunks(self, chunkSize: (count + slices - 1) / slices) { [transform($0)] }.all
         }
-        return results.withLock { $0.map { $0! } }
     }
 }

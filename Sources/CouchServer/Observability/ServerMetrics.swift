@@ -23,7 +23,7 @@ final class ServerMetrics: @unchecked Sendable {
     private let statusCounts = AtomicCounters(count: 500)
     /// The last request times in milliseconds (a ring of `Double` bit patterns), for `_stats`' histogram.
     private let samples = AtomicCounters(count: sampleCount)
-    private static let sampleCount = 1024
+    private static let sampleCount = 1024  // a power of two: the ring's index is a mask, never negative
 
     /// Guards what only a scrape touches: the registry's counters and what each was last brought up to.
     private let lock = NSLock()
@@ -47,7 +47,7 @@ final class ServerMetrics: @unchecked Sendable {
         if (100..<600).contains(status) { statusCounts.add(at: status - 100) }
         let milliseconds = Double(nanoseconds) / 1_000_000
         let taken = figures.add(at: Figure.samplesTaken.rawValue)
-        samples.store(Int(bitPattern: UInt(milliseconds.bitPattern)), at: taken % Self.sampleCount)
+        samples.store(Int(bitPattern: UInt(milliseconds.bitPattern)), at: taken & (Self.sampleCount - 1))
         requestTimer.recordNanoseconds(Int64(clamping: nanoseconds))
     }
 
