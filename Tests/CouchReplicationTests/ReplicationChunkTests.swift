@@ -29,8 +29,9 @@ import Testing
         let requests = try await pull("small", from: source, into: target)
         #expect(try await target.documentCount("small") == 1000)
         // Batches of up to 500 changes as the feed delivers them, each fetched in one or two
-        // chunks (100 documents before their size is known); chunks of 100 made ten.
-        #expect(requests <= 5, "\(requests) _bulk_get requests for 1,000 small documents")
+        // chunks (100 documents before their size is known): 3 to 5 requests, a few more when a
+        // slow machine's feed cuts a batch short (6 under ThreadSanitizer); chunks of 100 made ten.
+        #expect(requests <= 7, "\(requests) _bulk_get requests for 1,000 small documents")
     }
 
     @Test func largeDocumentsTravelAFewAtATime() async throws {

@@ -22,14 +22,15 @@ import Testing
 
         b.stop(keepData: true)
         let stopped = Date()
-        deadline = Date().addingTimeInterval(5)
+        deadline = Date().addingTimeInterval(7)
         while try await task()?["status"] == "idle", Date() < deadline { try await Task.sleep(nanoseconds: 50_000_000) }
         let failing = try #require(try await task())
         #expect(failing["status"] == "offline" || failing["status"] == "crashing", "\(failing)")
         #expect(failing["last_error"] != .null)
-        // A request's five retries take 7.75 s (250 ms doubling): seen well before they run out,
-        // with room for a loaded machine.
-        #expect(Date().timeIntervalSince(stopped) < 5, "reported within the first retries, not after them")
+        // A request's five retries take 7.75 s (250 ms doubling): seen before they run out, most
+        // often within a second, with room for a loaded or sanitized machine (5.2 s under
+        // ThreadSanitizer once).
+        #expect(Date().timeIntervalSince(stopped) < 7, "reported within the retries, not after them")
         _ = try await a.replicate(["source": JSONValue("\(b.url)/source"), "target": "target", "continuous": true, "cancel": true])
     }
 }
