@@ -123,10 +123,12 @@ import Testing
     }
 
     @Test func expiredCookiesAreIgnored() throws {
-        let fixture = try SecuredServer { $0.authentication.sessionTimeout = 1 }
+        // Cookies carry whole seconds: with a 1 s timeout one made late in a second had expired
+        // by the next request on a loaded machine. 3 s, and expired for certain 4.1 s later.
+        let fixture = try SecuredServer { $0.authentication.sessionTimeout = 3 }
         let cookie = try fixture.login("member")
         #expect(try fixture.server.request("GET", "/secured", headers: [cookieHeader(cookie)]).status == 200)
-        Thread.sleep(forTimeInterval: 2.1)
+        Thread.sleep(forTimeInterval: 4.1)
         let session = try fixture.server.json("GET", "/_session", headers: [cookieHeader(cookie)])
         #expect(session.json["userCtx"] == ["name": nil, "roles": []])
         let refused = try fixture.server.request("GET", "/secured", headers: [cookieHeader(cookie)])
