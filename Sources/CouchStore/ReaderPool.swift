@@ -10,8 +10,9 @@ import Foundation
 /// and ending a read transaction takes the log's shared-memory locks, which every reader of the
 /// database contends for: with ten clients reading, more than one futex wait per `GET`.
 ///
-/// A kept snapshot must not hold the log back: the writer ends stale ones before it checkpoints
+/// A kept snapshot must not hold the log back: stale ones are ended before each checkpoint
 /// (`endStaleSnapshots`), and operations that need every reader gone run under `withoutSnapshots`.
+/// The pool's connections also run the checkpoints the writer leaves beside it (`checkpoint`).
 final class ReaderPool: @unchecked Sendable {
     /// A lent connection and the commit count its transaction has seen (nil: none open).
     final class Reader {
@@ -90,12 +91,29 @@ final class ReaderPool: @unchecked Sendable {
     }
 
     /// Ends the transactions of idle connections that have missed a commit: a checkpoint cannot
-    /// copy the log into the database past the oldest snapshot still held. Called by the writer.
+    /// copy the log into the database past the oldest snapshot still held.
     func endStaleSnapshots() {
         lock.withLock {
             let current = commits()
             for reader in idle where reader.commitsSeen != current { Self.end(reader) }
         }
+    }
+
+    /// A passive checkpoint on one of the pool's connections (see `SQLiteConnection.checkpoint`),
+    /// after ending the stale snapshots that would stop it short. After it, the idle connections' snapshots are ended too: one begun before the
+    /// checkpoint finished keeps a place in the log, and the next write can start the log
+    /// again from its beginning only when no reader holds one (those begun from now on read
+    /// the database file).
+    func checkpoint() {
+        endStaleSnapshots()
+        guard let reader = try? checkOut() else { return }
+        Self.end(reader)
+        // A new connection opens the log with its first read.
+        if (try? reader.connection.execute("SELECT 1 FROM sqlite_master LIMIT 1")) != nil {
+            reader.connection.checkpoint()
+        }
+        lock.withLock { idle.forEach(Self.end) }
+        checkIn(reader)
     }
 
     /// Runs `operation` (a `VACUUM`, a truncating checkpoint) with no idle connection holding a

@@ -49,7 +49,7 @@ public final class SQLiteConnection {
         sqlite3_extended_result_codes(handle, 1)
         // The database's last connection to close leaves the write-ahead log as it is rather
         // than copy it into the database file and delete it: the log is as durable as the file,
-        // the writer checkpoints it as it grows (`checkpointIfDue`), and the next open finds it.
+        // it is checkpointed as it grows (`WriteQueue.checkpointIfDue`), and the next open finds it.
         // Checkpointing at close made a thousand databases closing together (idle, or evicted
         // past max_dbs_open) a burst of writes and syncs that held other databases' commits
         // for seconds, and every reopen created the log and its index again.
@@ -86,13 +86,14 @@ public final class SQLiteConnection {
     }
 
     /// Pages in the write-ahead log at the last commit (see `deferCheckpoints`).
-    private var walPages: Int32 = 0
+    private(set) var walPages: Int32 = 0
+    /// SQLite's usual threshold for a checkpoint: 1,000 pages, 4 MiB.
     static let checkpointPages: Int32 = 1000
 
     /// Replaces SQLite's automatic checkpoint, which runs inside `COMMIT` and whose failure
     /// (a full disk) `COMMIT` then reports although the transaction did commit: a write
-    /// would be answered as failed yet be there. The writer checkpoints after the commit
-    /// instead (`checkpointIfDue`), where a failure concerns no write.
+    /// would be answered as failed yet be there. Checkpoints run after the commit instead
+    /// (`WriteQueue`), where a failure concerns no write.
     func deferCheckpoints() {
         sqlite3_wal_hook(handle, { context, _, _, pages in
             guard let context else { return SQLITE_OK }
@@ -101,14 +102,14 @@ public final class SQLiteConnection {
         }, Unmanaged.passUnretained(self).toOpaque())
     }
 
-    /// A passive checkpoint once the log has grown past SQLite's usual threshold, after
-    /// `prepare`; a failure is logged (the log keeps the commits, and the next commit tries again).
-    func checkpointIfDue(preparing prepare: () -> Void = {}) {
-        guard walPages >= Self.checkpointPages else { return }
-        walPages = 0
-        prepare()
+    /// Copies the log's committed pages into the database, as far as the oldest snapshot still
+    /// read allows, without waiting for the writer or holding it back (a passive checkpoint).
+    /// Outside a transaction, on a connection that has read the database (one that has not
+    /// yet opened the log copies nothing). A failure is logged: the log keeps the commits, and
+    /// the next checkpoint tries again. One that finds another checkpoint running gives way.
+    func checkpoint() {
         let code = sqlite3_wal_checkpoint_v2(handle, nil, SQLITE_CHECKPOINT_PASSIVE, nil, nil)
-        if code != SQLITE_OK {
+        if code != SQLITE_OK, code & 0xff != SQLITE_BUSY {
             Self.logger.warning("sqlite: checkpoint of \(path) failed (\(code), errno \(systemErrno)): \(lastErrorMessage)")
         }
     }
