@@ -16,7 +16,8 @@ extension RevisionTree {
     public mutating func stem(limit: Int) -> [RevisionID] {
         let limit = Swift.max(1, limit)
         let count = nodes.count
-        guard count > 0 else { return [] }
+        // No path is longer than the tree has nodes: nothing to stem (nearly every write).
+        guard count > limit else { return [] }
         let hasChild = childFlags
         var tallestKeptChild = [Int](repeating: 0, count: count)
         var keep = [Bool](repeating: false, count: count)

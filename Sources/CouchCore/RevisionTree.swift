@@ -122,6 +122,8 @@ public struct RevisionTree: Sendable, Equatable {
     /// CouchDB's winning revision: a non-deleted leaf beats every deleted one (whatever their
     /// generations), then the higher generation wins, then the greater digest (byte order).
     public var winner: Leaf? {
+        // A new document's: no flags to allocate.
+        if nodes.count == 1 { return Leaf(revision: nodes[0].revision, isDeleted: nodes[0].isDeleted) }
         let hasChild = childFlags
         var best: Leaf?
         for (index, node) in nodes.enumerated() where !hasChild[index] {
@@ -226,6 +228,16 @@ public struct RevisionTree: Sendable, Equatable {
         }
         guard count > 0 else { return .alreadyKnown }
         let history = history[0..<count]
+        if nodes.isEmpty {
+            // A new document (every write of a bulk load): its history, oldest first, is
+            // already in the tree's order, each revision the parent of the next.
+            nodes = history.reversed().enumerated().map { offset, revision in
+                let isNewest = offset == count - 1
+                return Node(revision: revision, parent: offset == 0 ? nil : offset - 1,
+                            isDeleted: isNewest && isDeleted, hasBody: isNewest && hasBody)
+            }
+            return .newLeaf
+        }
 
         // The outcome depends on the tree before the merge.
         var outcome: MergeOutcome

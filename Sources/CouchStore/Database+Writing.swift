@@ -252,7 +252,7 @@ extension Database {
             break
         }
         try validateInWriter(prepared, newEdits: newEdits, user: user, check: check, tree: existing?.tree ?? RevisionTree(),
-                             connection: connection)
+                             in: transaction)
         let removed = tree.stem(limit: revsLimit)
         guard let winner = tree.winner else { throw CouchError.internalError("revision tree has no leaf") }
         let sequence = transaction.nextSequence()
@@ -352,8 +352,15 @@ extension Database {
     /// Inside the writer: validates an edit not checked before, or whose old revision is no
     /// longer the one it was checked against.
     private func validateInWriter(_ prepared: PreparedEdit, newEdits: Bool, user: UserContext, check: ValidationCheck,
-                                  tree: RevisionTree, connection: SQLiteConnection) throws {
-        guard let validator, prepared.edit.id?.isDesign == true || validator.validates(self) else { return }
+                                  tree: RevisionTree, in transaction: WriteTransaction) throws {
+        guard let validator else { return }
+        if prepared.edit.id?.isDesign != true {
+            // Asked once a transaction: the answer comes from the committed design documents.
+            let validates = transaction.validatesDocuments ?? validator.validates(self)
+            transaction.validatesDocuments = validates
+            guard validates else { return }
+        }
+        let connection = transaction.connection
         if case .checked(let checkedRevision) = check,
            let current = try oldRevision(of: prepared.edit, newEdits: newEdits, tree: tree),
            current.revision == checkedRevision {

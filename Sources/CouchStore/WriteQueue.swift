@@ -324,6 +324,9 @@ final class WriteTransaction {
 
     let connection: SQLiteConnection
     var state: State
+    /// Whether the database's validation functions check documents other than design
+    /// documents, once asked (see `Database.validateInWriter`).
+    var validatesDocuments: Bool?
 
     init(connection: SQLiteConnection, sequence: Int) {
         self.connection = connection
