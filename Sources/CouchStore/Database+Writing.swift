@@ -204,6 +204,7 @@ extension Database {
         let edit = prepared.edit
         guard let id = edit.id else { throw CouchError.badRequest("Document id is missing") }
         if id.isLocal { return try applyLocal(edit, id: id, bodyBytes: prepared.bodyBytes, in: transaction) }
+        if let revision = try insertIfNew(prepared, id: id, newEdits: newEdits, in: transaction) { return revision }
         let connection = transaction.connection
         var existing: (key: Int, tree: RevisionTree, winner: RevisionID, body: [UInt8], attachments: [UInt8], isDeleted: Bool)?
         try connection.query(
@@ -309,6 +310,53 @@ extension Database {
         return revision
     }
 
+    /// The write of a document that is not there yet, in its one statement, without first
+    /// looking it up (a bulk load's every document, a replicated first revision): nil, with
+    /// nothing written, when the document exists or the edit needs more than an insert
+    /// (attachments, a parent revision, a partition's limit, a validation function), which
+    /// `apply` then writes as any other. A replicated revision of a later generation most often
+    /// updates a document the target has, and is looked up first.
+    private func insertIfNew(_ prepared: PreparedEdit, id: DocumentID, newEdits: Bool,
+                             in transaction: WriteTransaction) throws -> RevisionID? {
+        let edit = prepared.edit
+        guard prepared.attachments.isEmpty, !isPartitioned, !validates(id, in: transaction) else { return nil }
+        let revision: RevisionID
+        if newEdits {
+            guard edit.revision == nil else { return nil }
+            revision = prepared.nextRevision(after: nil, attachments: [])
+        } else {
+            guard let only = edit.history?.revisions ?? edit.revision.map({ [$0] }), only.count == 1,
+                  only[0].generation == 1 else { return nil }
+            revision = only[0]
+        }
+        let body = prepared.bodyBytes
+        var tree = RevisionTree()
+        _ = tree.merge(history: [revision], isDeleted: edit.isDeleted, hasBody: true)
+        let connection = transaction.connection
+        try connection.run("""
+            INSERT INTO documents (doc_id, sequence, deleted, winning_rev, body, revision_tree, attachments)
+            VALUES (?, ?, ?, ?, ?, ?, NULL) ON CONFLICT (doc_id) DO NOTHING
+            """, [.text(id.rawValue), .int(transaction.sequence + 1), .int(edit.isDeleted ? 1 : 0),
+                  .text(revision.description), .blob(body), .blob(tree.encoded())])
+        guard connection.changes == 1 else { return nil }
+        _ = transaction.nextSequence()
+        transaction.state.counts.count(edit.isDeleted, by: 1)
+        transaction.state.counts.externalSize += edit.isDeleted ? 0 : body.count
+        return revision
+    }
+
+    /// Whether the writer runs validation functions on an edit of `id`: design documents'
+    /// checks whenever there is a validator; other documents' when the database has
+    /// functions that check them, asked once a transaction (the answer comes from the
+    /// committed design documents).
+    private func validates(_ id: DocumentID, in transaction: WriteTransaction) -> Bool {
+        guard let validator else { return false }
+        if id.isDesign { return true }
+        let validates = transaction.validatesDocuments ?? validator.validates(self)
+        transaction.validatesDocuments = validates
+        return validates
+    }
+
     /// Validates edits against the documents as a reader sees them, outside the writer, so
     /// that a slow function holds no other write back. Per edit: the check made, or the
     /// error that refuses it.
@@ -353,13 +401,7 @@ extension Database {
     /// longer the one it was checked against.
     private func validateInWriter(_ prepared: PreparedEdit, newEdits: Bool, user: UserContext, check: ValidationCheck,
                                   tree: RevisionTree, in transaction: WriteTransaction) throws {
-        guard let validator else { return }
-        if prepared.edit.id?.isDesign != true {
-            // Asked once a transaction: the answer comes from the committed design documents.
-            let validates = transaction.validatesDocuments ?? validator.validates(self)
-            transaction.validatesDocuments = validates
-            guard validates else { return }
-        }
+        guard let validator, let id = prepared.edit.id, validates(id, in: transaction) else { return }
         let connection = transaction.connection
         if case .checked(let checkedRevision) = check,
            let current = try oldRevision(of: prepared.edit, newEdits: newEdits, tree: tree),

@@ -60,6 +60,35 @@ import Testing
         #expect(put.status == 201)
     }
 
+    /// A new document is written without first being looked up; one that turns out to exist is
+    /// then written as any edit is: a replicated first revision of it becomes a conflict, an
+    /// edit without `_rev` is refused, and the sequences of the batch's writes follow each other
+    /// with no gap where a write found its document there.
+    @Test func firstRevisionsOfDocumentsThatExistAreMergedWithThem() throws {
+        defer { server.stop() }
+        let existing = try server.put("db", "x", #"{"n":0}"#)
+        let replicated = try server.json("POST", "/db/_bulk_docs", body: #"""
+            {"new_edits":false,"docs":[{"_id":"x","_rev":"1-ffffffffffffffffffffffffffffffff","n":1},
+                                       {"_id":"y","_rev":"1-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa","n":2}]}
+            """#)
+        #expect(replicated.status == 201 && replicated.json == [])
+        let x = try server.json("GET", "/db/x?conflicts=true").json
+        #expect(x["_rev"] == "1-ffffffffffffffffffffffffffffffff")
+        #expect(x["_conflicts"] == [JSONValue(existing)])
+        #expect(try server.json("GET", "/db/y").json["n"] == 2)
+
+        let interactive = try server.json("POST", "/db/_bulk_docs", body: #"{"docs":[{"_id":"y","n":3},{"_id":"z","n":4}]}"#)
+        let rows = try #require(interactive.json.arrayValue)
+        #expect(rows.count == 2)
+        #expect(rows[0]["error"] == "conflict")
+        #expect(rows[1]["ok"] == true)
+        let changes = try server.json("GET", "/db/_changes").json
+        let listed = try #require(changes["results"]?.arrayValue).map { ($0["id"]?.stringValue ?? "", sequenceNumber($0["seq"]) ?? 0) }
+        #expect(listed.map(\.0) == ["x", "y", "z"])
+        #expect(listed.map(\.1) == [2, 3, 4], "sequences \(listed)")
+        #expect(try server.json("GET", "/db").json["doc_count"] == 3)
+    }
+
     /// `total_rows` and `offset` count live documents only, deletions before and after the
     /// start key left out, in either direction, with `skip`, and within `_design_docs`.
     @Test func allDocsOffsetCountsLiveDocumentsOnly() throws {
