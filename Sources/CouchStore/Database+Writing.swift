@@ -325,9 +325,9 @@ extension Database {
             guard edit.revision == nil else { return nil }
             revision = prepared.nextRevision(after: nil, attachments: [])
         } else {
-            guard let only = edit.history?.revisions ?? edit.revision.map({ [$0] }), only.count == 1,
-                  only[0].generation == 1 else { return nil }
-            revision = only[0]
+            guard let history = edit.history?.revisions ?? edit.revision.map({ [$0] }), history.count == 1,
+                  history[0].generation == 1 else { return nil }
+            revision = history[0]
         }
         let body = prepared.bodyBytes
         var tree = RevisionTree()

@@ -100,10 +100,10 @@ final class ReaderPool: @unchecked Sendable {
     }
 
     /// A passive checkpoint on one of the pool's connections (see `SQLiteConnection.checkpoint`),
-    /// after ending the stale snapshots that would stop it short. After it, the idle connections' snapshots are ended too: one begun before the
-    /// checkpoint finished keeps a place in the log, and the next write can start the log
-    /// again from its beginning only when no reader holds one (those begun from now on read
-    /// the database file).
+    /// after ending the stale snapshots that would stop it short. After it, the idle
+    /// connections' snapshots are ended too: one begun before the checkpoint finished keeps a
+    /// place in the log, and the next write can start the log again from its beginning only
+    /// when no reader holds one (those begun from now on read the database file).
     func checkpoint() {
         endStaleSnapshots()
         guard let reader = try? checkOut() else { return }

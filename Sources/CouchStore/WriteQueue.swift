@@ -296,9 +296,9 @@ final class WriteQueue: @unchecked Sendable {
         checkpointLock.withLock {
             readers?.endStaleSnapshots()
             connection.checkpoint()
-            // One beside the writer that ran before this has set its state, under the lock.
-            checkpointState.store(.idle, ordering: .releasing)
         }
+        // This copied what the one beside the writer left; one still to run sets its own state.
+        _ = checkpointState.compareExchange(expected: .ended, desired: .idle, ordering: .acquiringAndReleasing)
     }
 
     private func checkpointBeside(_ readers: ReaderPool) {
