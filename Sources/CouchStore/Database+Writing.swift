@@ -319,7 +319,7 @@ extension Database {
     private func insertIfNew(_ prepared: PreparedEdit, id: DocumentID, newEdits: Bool,
                              in transaction: WriteTransaction) throws -> RevisionID? {
         let edit = prepared.edit
-        guard prepared.attachments.isEmpty, !isPartitioned, !validates(id, in: transaction) else { return nil }
+        guard prepared.attachments.isEmpty, !isPartitioned else { return nil }
         let revision: RevisionID
         if newEdits {
             guard edit.revision == nil else { return nil }
@@ -329,6 +329,7 @@ extension Database {
                   history[0].generation == 1 else { return nil }
             revision = history[0]
         }
+        guard !validates(id, in: transaction) else { return nil }
         let body = prepared.bodyBytes
         var tree = RevisionTree()
         _ = tree.merge(history: [revision], isDeleted: edit.isDeleted, hasBody: true)
