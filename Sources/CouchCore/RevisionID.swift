@@ -252,7 +252,26 @@ public struct RevisionID: Hashable, Comparable, Sendable, CustomStringConvertibl
         bytes.count == 32 && bytes.allSatisfy { Base16.value($0) != nil }
     }
 
-    public var description: String { "\(generation)-\(digest)" }
+    public var description: String {
+        guard case .md5(let high, let low) = storedDigest, generation >= 0 else { return "\(generation)-\(digest)" }
+        // Written in one buffer: every answer naming a revision builds this (an ETag, a `rev`).
+        var digits = 1
+        var rest = generation
+        while rest >= 10 {
+            digits += 1
+            rest /= 10
+        }
+        return String(unsafeUninitializedCapacity: digits + 33) { buffer in
+            var value = generation
+            for index in stride(from: digits - 1, through: 0, by: -1) {
+                buffer[index] = UInt8(ascii: "0") + UInt8(value % 10)
+                value /= 10
+            }
+            buffer[digits] = UInt8(ascii: "-")
+            Self.writeHex(high, low, into: UnsafeMutableRawBufferPointer(UnsafeMutableBufferPointer(rebasing: buffer[(digits + 1)...])))
+            return digits + 33
+        }
+    }
 
     public static func == (lhs: RevisionID, rhs: RevisionID) -> Bool {
         guard lhs.generation == rhs.generation else { return false }

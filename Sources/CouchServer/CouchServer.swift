@@ -12,7 +12,13 @@ import Logging
 public final class CouchServer: RequestHandler {
     public let databases: DatabaseManager
     /// The configuration in force (it changes through `/_node/_local/_config`).
-    public var configuration: ServerConfiguration { accessControl.configuration }
+    /// Borrowed, not copied: a request reading one setting would otherwise copy them all.
+    public var configuration: ServerConfiguration {
+        _read {
+            let current = accessControl
+            yield current.configuration
+        }
+    }
     /// The layered configuration behind `/_node/_local/_config` (see `Config/`).
     let liveConfiguration: LiveConfiguration
     private let accessControlHolder: AccessControlHolder

@@ -130,39 +130,37 @@ public enum Endpoint: Sendable, Equatable {
     /// `plusIsSpace`: CouchDB's `[chttpd] decode_plus_to_space` (a `+` in a segment is a space).
     public init(path: String, plusIsSpace: Bool = false) throws(CouchError) {
         // Empty segments are dropped, as CouchDB's `string:tokens(Path, "/")` drops them:
-        // `/db//doc/` names `/db/doc`. Split on the byte, as CouchDB does (and without
-        // walking the path character by character).
-        let segments = path.utf8.split(separator: UInt8(ascii: "/")).map(Substring.init)
-        guard let first = segments.first else {
+        // `/db//doc/` names `/db/doc`. Split on the byte, as CouchDB does, in one pass that
+        // decodes each segment as it finds it (every request comes through here).
+        let decoded = try Self.decodedSegments(path, plusIsSpace: plusIsSpace)
+        guard let first = decoded.first else {
             self = .server(.root)
             return
         }
-        let decoded = try segments.map { segment throws(CouchError) -> String in
-            guard let text = PercentDecoding.decode(segment, plusIsSpace: plusIsSpace) else {
-                throw CouchError.badRequest("Invalid URL encoding")
+        if first.utf8.first == UInt8(ascii: "_") {
+            // A server resource is named as it is, not percent-encoded.
+            if decoded.count == 1, path.utf8.first(where: { $0 != UInt8(ascii: "/") }) == UInt8(ascii: "_"),
+               let resource = ServerResource(rawValue: first) {
+                self = .server(resource)
+                return
             }
-            return text
-        }
-        if first.hasPrefix("_"), let resource = ServerResource(rawValue: decoded[0]), segments.count == 1 {
-            self = .server(resource)
-            return
-        }
-        if decoded[0] == "_scheduler" {
-            self = .scheduler(try Self.schedulerResource(Array(decoded.dropFirst())))
-            return
-        }
-        if decoded[0] == "_reshard" {
-            self = .reshard(Array(decoded.dropFirst()))
-            return
-        }
-        if decoded[0] == "_utils" {
-            self = .utils(Array(decoded.dropFirst()))
-            return
-        }
-        if decoded[0] == "_node" {
-            guard decoded.count > 1 else { throw CouchError.badRequest("Incomplete path to _node request") }
-            self = .node(decoded[1], try NodeResource(decoded.dropFirst(2)))
-            return
+            switch first {
+            case "_scheduler":
+                self = .scheduler(try Self.schedulerResource(Array(decoded.dropFirst())))
+                return
+            case "_reshard":
+                self = .reshard(Array(decoded.dropFirst()))
+                return
+            case "_utils":
+                self = .utils(Array(decoded.dropFirst()))
+                return
+            case "_node":
+                guard decoded.count > 1 else { throw CouchError.badRequest("Incomplete path to _node request") }
+                self = .node(decoded[1], try NodeResource(decoded.dropFirst(2)))
+                return
+            default:
+                break
+            }
         }
         let database = try DatabaseName(decoded[0])
         guard decoded.count > 1 else {
@@ -171,6 +169,11 @@ public enum Endpoint: Sendable, Equatable {
         }
         let second = decoded[1]
         let rest = decoded.dropFirst(2)
+        // A document, most often: every other resource of a database begins with `_`.
+        guard second.utf8.first == UInt8(ascii: "_") else {
+            self = Self.documentOrAttachment(database, try DocumentID.validated(second), Array(rest))
+            return
+        }
         switch second {
         // As CouchDB's `chttpd_db:db_req`: one name after `_local`, no attachments.
         case "_local", "_local/":
@@ -197,14 +200,31 @@ public enum Endpoint: Sendable, Equatable {
             self = .index(database, Array(rest))
         case "_temp_view":
             throw CouchError(.gone, "Temporary views are not supported in CouchDB")
-        case _ where second.hasPrefix("_"):
+        default:
             guard let resource = DatabaseResource(rawValue: ([second] + rest).joined(separator: "/")) else {
                 throw CouchError(.illegalDocumentID, "Only reserved document ids may start with underscore.")
             }
             self = .databaseResource(database, resource)
-        default:
-            self = Self.documentOrAttachment(database, try DocumentID.validated(second), Array(rest))
         }
+    }
+
+    /// The path's segments between slashes, empty ones dropped, each percent-decoded.
+    private static func decodedSegments(_ path: String, plusIsSpace: Bool) throws(CouchError) -> [String] {
+        var segments: [String] = []
+        segments.reserveCapacity(4)
+        let bytes = path.utf8
+        var start = bytes.startIndex
+        while start != bytes.endIndex {
+            let end = bytes[start...].firstIndex(of: UInt8(ascii: "/")) ?? bytes.endIndex
+            if end != start {
+                guard let text = PercentDecoding.decode(path[start..<end], plusIsSpace: plusIsSpace) else {
+                    throw CouchError.badRequest("Invalid URL encoding")
+                }
+                segments.append(text)
+            }
+            start = end == bytes.endIndex ? end : bytes.index(after: end)
+        }
+        return segments
     }
 
     /// CouchDB's `_scheduler` paths; a replicator database's `/` may be left unescaped

@@ -34,7 +34,11 @@ public struct HTTPResponse: Sendable {
 
     /// A JSON body already serialised (documents spliced from stored bytes).
     public static func json(_ status: Int, bytes: [UInt8], headers: [(name: String, value: String)] = []) -> HTTPResponse {
-        HTTPResponse(status: status, headers: [("Content-Type", jsonContentType)] + headers, body: .bytes(bytes))
+        var all = [(name: String, value: String)]()
+        all.reserveCapacity(headers.count + 1)
+        all.append(("Content-Type", jsonContentType))
+        all.append(contentsOf: headers)
+        return HTTPResponse(status: status, headers: all, body: .bytes(bytes))
     }
 
     /// The one place a `CouchError` becomes CouchDB's `{"error","reason"}` response.

@@ -23,9 +23,7 @@ final class RequestState {
     private(set) var framingError: CouchError?
     var responded = false
     /// A body follows the head (a non-zero length or a transfer coding): it has a deadline.
-    var expectsBody: Bool {
-        headers["transfer-encoding"] != nil || (headers["content-length"].map { $0 != "0" } ?? false)
-    }
+    private(set) var expectsBody = false
     /// Bytes of the request's header lines, as received.
     private(set) var headerBytes = 0
     var stream: StreamConnection?
@@ -46,23 +44,27 @@ final class RequestState {
         MHD_get_connection_values(connection, .HEADER_KIND, collectHeader, context)
         MHD_get_connection_values(connection, .GET_ARGUMENT_KIND, collectArgument, context)
         targetLength = query.reduce(path.utf8.count) { $0 + $1.name.utf8.count + $1.value.utf8.count + 2 }
+        let coding = headers["transfer-encoding"], lengths = headers["content-length"]
+        // Most requests have no body: nothing below applies to them.
+        guard coding != nil || lengths != nil else { return }
+        expectsBody = coding != nil || lengths != "0"
         sink = listener.handler.bodySink(method: method, path: path, headers: headers)
         maximumBodySize = sink == nil
             ? listener.handler.maximumBodySize ?? listener.configuration.maximumBodySize
             : listener.configuration.maximumUploadSize
         let limit = maximumBodySize
-        if let length = headers["content-length"].flatMap(Int.init), length > limit {
+        if let length = lengths.flatMap(Int.init), length > limit {
             rejected = true
         }
         // Repeated headers arrive joined by ", ". Two different lengths, or a length beside
         // a transfer coding, could frame the body differently for a proxy in front of us.
-        if let coding = headers["transfer-encoding"], coding.lowercased() != "chunked" {
+        if let coding, coding.lowercased() != "chunked" {
             // libmicrohttpd decodes `chunked` alone (see `Acceptor.check`).
             framingError = Acceptor.unknownTransferEncoding(coding)
-        } else if let lengths = headers["content-length"] {
+        } else if let lengths {
             if lengths.utf8.contains(UInt8(ascii: ",")), Set(lengths.split(separator: ",").map { $0.trimmingWhitespace() }).count > 1 {
                 framingError = CouchError.badRequest("Conflicting Content-Length headers")
-            } else if headers["transfer-encoding"] != nil {
+            } else if coding != nil {
                 framingError = CouchError.badRequest("Content-Length and Transfer-Encoding must not both be given")
             }
         }

@@ -138,13 +138,14 @@ public final class SQLiteConnection {
 
     /// A prepared statement, cached for the life of the connection and reset before reuse.
     func statement(_ sql: String) throws(CouchError) -> SQLiteStatement {
+        // A statement is reset after each use; one left mid-scan (a use that threw) is reset here.
         for index in recent.indices where recent[index].sql == sql {
             let cached = recent[index].statement
-            cached.reset()
+            cached.resetIfBusy()
             return cached
         }
         if let cached = statements[sql] {
-            cached.reset()
+            cached.resetIfBusy()
             remember(sql, cached)
             return cached
         }
@@ -228,6 +229,10 @@ public final class SQLiteStatement {
     func reset() {
         sqlite3_reset(pointer)
         sqlite3_clear_bindings(pointer)
+    }
+
+    func resetIfBusy() {
+        if sqlite3_stmt_busy(pointer) != 0 { reset() }
     }
 
     private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)

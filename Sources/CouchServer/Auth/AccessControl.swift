@@ -57,15 +57,15 @@ final class AccessControl: Sendable {
     /// database when the check had to look it up.
     func authorize(_ endpoint: Endpoint, method: String, user: UserContext) throws -> DatabaseAccess? {
         let requested = HTTPMethod(rawValue: method).map { $0 == .HEAD ? HTTPMethod.GET : $0 }
-        let authentication = configuration.authentication
-        if authentication.requireValidUser, user.isAnonymous, !user.isServerAdmin,
-           !AuthorizationPolicy.isExemptFromRequiredLogin(endpoint.route, method: requested,
-                                                          exceptUp: authentication.requireValidUserExceptForUp) {
+        // The settings read where they are, not copied (every request comes through here).
+        if configuration.authentication.requireValidUser, user.isAnonymous, !user.isServerAdmin,
+           !AuthorizationPolicy.isExemptFromRequiredLogin(
+               endpoint.route, method: requested, exceptUp: configuration.authentication.requireValidUserExceptForUp) {
             throw CouchError(.unauthorized, "Authentication required.")
         }
         try ensureUsersDatabase(endpoint, method: requested)
         let requirement = AuthorizationPolicy.requirement(
-            for: endpoint, method: requested, usersSecurityEditable: authentication.usersDatabaseSecurityEditable,
+            for: endpoint, method: requested, usersSecurityEditable: configuration.authentication.usersDatabaseSecurityEditable,
             isUsersDatabase: endpoint.databaseName.map(settings.isUsersDatabase) ?? false)
         var looked: DatabaseAccess?
         try AuthorizationPolicy.enforce(requirement, user: user) {

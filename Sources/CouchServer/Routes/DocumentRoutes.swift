@@ -22,7 +22,7 @@ enum DocumentRoutes {
         // The revision names the body only when no option adds what else the tree or the
         // attachments hold (`_conflicts`, `_revs_info`, ...): then no ETag, so no cache serves
         // an answer made stale by a new conflict. CouchDB sends none when it adds metadata.
-        let etagHeaders: [(String, String)]
+        let etagHeaders: [(name: String, value: String)]
         if Self.bodyDependsOnlyOnRevision(context) {
             let etag = "\"\(snapshot.revision.revision)\""
             if context.etagMatches(etag) {
@@ -191,7 +191,7 @@ enum DocumentRoutes {
         return body
     }
 
-    static func location(_ context: RouteContext, id: DocumentID) -> (String, String) {
+    static func location(_ context: RouteContext, id: DocumentID) -> (name: String, value: String) {
         ("Location", context.endpoint.databaseName.map { context.absoluteURL(database: $0, id: id) } ?? "/")
     }
 
