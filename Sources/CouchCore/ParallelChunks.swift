@@ -1,5 +1,6 @@
 import Dispatch
 import Glibc
+import Synchronization
 
 /// `transform` applied to consecutive chunks of an array, the first on the caller's thread
 /// and the others on the machine's cores in the background; the results are taken in order,
@@ -13,8 +14,10 @@ public final class ParallelChunks<Result: Sendable>: @unchecked Sendable {
         /// One chunk, transformed at once (every single-document write comes this way).
         case done([Result])
         /// `ready` is signalled once per chunk when its results are in (not for the first,
-        /// the caller's own); `background` holds the others' work.
-        case inFlight(results: Locked<[[Result]?]>, ready: [DispatchSemaphore], background: DispatchGroup)
+        /// the caller's own); `background` holds the workers' work; `transformNext` transforms
+        /// the next chunk nobody has taken, false once every one is taken.
+        case inFlight(results: Locked<[[Result]?]>, ready: [DispatchSemaphore], background: DispatchGroup,
+                      transformNext: @Sendable () -> Bool)
     }
 
     private let chunks: Chunks
@@ -32,20 +35,30 @@ public final class ParallelChunks<Result: Sendable>: @unchecked Sendable {
         let ready = (0..<count).map { _ in DispatchSemaphore(value: 0) }
         let background = DispatchGroup()
         let cancellation = RequestCancellation.current
-        // The rest first, so the cores start on them while this thread does the first.
-        DispatchQueue.global().async(group: background) {
-            DispatchQueue.concurrentPerform(iterations: count - 1) { offset in
-                let chunk = offset + 1
-                let result = RequestCancellation.withCurrent(cancellation) {
-                    transform(elements[(chunk * size)..<Swift.min(elements.count, (chunk + 1) * size)])
-                }
-                results.withLock { $0[chunk] = result }
-                ready[chunk].signal()
+        let next = Atomic<Int>(1)
+        let transformNext: @Sendable () -> Bool = {
+            let chunk = next.add(1, ordering: .relaxed).oldValue
+            guard chunk < count else { return false }
+            let result = RequestCancellation.withCurrent(cancellation) {
+                transform(elements[(chunk * size)..<Swift.min(elements.count, (chunk + 1) * size)])
+            }
+            results.withLock { $0[chunk] = result }
+            ready[chunk].signal()
+            return true
+        }
+        // The rest first, so the cores start on them while this thread does the first: one
+        // worker fewer than the cores, each taking the next chunk in order. The consumer keeps
+        // a core of its own, and takes chunks itself when the one it needs is not done (with a
+        // worker on every core, a writer consuming a `_bulk_docs` batch shared its core with
+        // them; with the consumer only waiting, it waited for the one worker of two cores).
+        for _ in 0..<Swift.min(count - 1, Swift.max(1, Cores.online - 1)) {
+            DispatchQueue.global().async(group: background) {
+                while transformNext() {}
             }
         }
         let first = transform(elements[0..<Swift.min(elements.count, size)])
         results.withLock { $0[0] = first }
-        chunks = .inFlight(results: results, ready: ready, background: background)
+        chunks = .inFlight(results: results, ready: ready, background: background, transformNext: transformNext)
     }
 
     /// Calls `body` with each result in order, each as soon as its chunk is done.
@@ -53,9 +66,10 @@ public final class ParallelChunks<Result: Sendable>: @unchecked Sendable {
         switch chunks {
         case .done(let all):
             for result in all { try body(result) }
-        case .inFlight(let results, let ready, _):
+        case .inFlight(let results, let ready, _, let transformNext):
             for chunk in ready.indices {
                 if chunk > 0 {
+                    while results.withLock({ $0[chunk] == nil }), transformNext() {}
                     ready[chunk].wait()
                     ready[chunk].signal()  // for whoever looks again
                 }
@@ -69,7 +83,8 @@ public final class ParallelChunks<Result: Sendable>: @unchecked Sendable {
         switch chunks {
         case .done(let all):
             return all
-        case .inFlight(let results, _, let background):
+        case .inFlight(let results, _, let background, let transformNext):
+            while transformNext() {}
             background.wait()
             return results.withLock { $0.flatMap { $0! } }
         }

@@ -45,4 +45,29 @@ import Testing
         #expect(seen == Array(0..<400))
         #expect(waitedOut.withLock { $0 } == false)
     }
+
+    /// The consumer, waiting for a chunk, transforms the chunks no worker has taken yet: here
+    /// each chunk a worker takes waits until the consumer has transformed one (it would wait
+    /// out its 10 s if the consumer only waited).
+    @Test func theConsumerTransformsChunksNoWorkerHasTaken() {
+        let cores = ProcessInfo.processInfo.activeProcessorCount
+        guard cores > 1 else { return }
+        let consumer = pthread_self()
+        let consumerTransformed = DispatchSemaphore(value: 0)
+        let waitedOut = Locked(false)
+        let numbers = Array(0..<(100 * (cores + 2)))
+        let chunks = ParallelChunks(numbers, chunkSize: 100) { slice in
+            if pthread_equal(pthread_self(), consumer) != 0 {
+                if slice.startIndex > 0 { consumerTransformed.signal() }
+            } else {
+                if consumerTransformed.wait(timeout: .now() + 10) == .timedOut { waitedOut.withLock { $0 = true } }
+                consumerTransformed.signal()  // for the next worker
+            }
+            return Array(slice)
+        }
+        var seen: [Int] = []
+        chunks.forEach { seen.append($0) }
+        #expect(seen == numbers)
+        #expect(waitedOut.withLock { $0 } == false)
+    }
 }
