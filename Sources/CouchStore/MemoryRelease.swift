@@ -38,10 +38,13 @@ public enum MemoryRelease {
     }()
 
     /// Caps glibc's malloc arenas (`M_ARENA_MAX`) unless `MALLOC_ARENA_MAX` already says how
-    /// many: by default glibc opens up to eight per core as threads contend, and what each
-    /// holds after a busy spell stays resident apart from the others. (Measured with
-    /// `scripts/bench`: RSS after the workloads 62.4 → 55.7 MB with 4, throughput unchanged
-    /// within the run-to-run spread; per-thread caches keep contention low.)
+    /// many: by default glibc opens up to eight per core, and what each holds after a busy
+    /// spell stays resident apart from the others. Too few, and two busy threads may share
+    /// one for good (a thread keeps the arena it was given), each waiting on the other's
+    /// lock for every block too large for its own cache. (`scripts/bench --million`: with 4,
+    /// a million documents loaded at 55,000–56,000 a second in two runs of three, against
+    /// 70,000–77,000; with 64, 70,000–76,000 in all, 29.6 MB resident after the load against
+    /// 29.1, and the same 24 MB after start.)
     public static func limitArenas(to count: Int32) {
         guard getenv("MALLOC_ARENA_MAX") == nil else { return }
         _ = setOption?(-8 /* M_ARENA_MAX */, count)
