@@ -136,9 +136,9 @@ public final class SQLiteConnection {
         }
     }
 
-    /// A prepared statement, cached for the life of the connection and reset before reuse.
+    /// A prepared statement, cached for the life of the connection. Each use resets it after
+    /// itself; one a use left mid-scan (it threw) is reset here, before it is used again.
     func statement(_ sql: String) throws(CouchError) -> SQLiteStatement {
-        // A statement is reset after each use; one left mid-scan (a use that threw) is reset here.
         for index in recent.indices where recent[index].sql == sql {
             let cached = recent[index].statement
             cached.resetIfBusy()
