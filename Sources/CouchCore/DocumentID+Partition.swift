@@ -21,7 +21,7 @@ extension DocumentID {
     /// CouchDB's `couch_partition:validate_partition`.
     public static func validatePartition(_ partition: String) throws(CouchError) {
         if partition.isEmpty { throw CouchError(.illegalPartition, "Partition must not be empty") }
-        if partition.hasPrefix("_") { throw CouchError(.illegalPartition, "Partition must not start with an underscore") }
+        if partition.utf8.first == UInt8(ascii: "_") { throw CouchError(.illegalPartition, "Partition must not start with an underscore") }
     }
 
     /// The IDs of a partition's documents sort in `[low, high)`: `p:` up to `p;` (`;` follows `:`).

@@ -9,8 +9,10 @@ public struct DocumentID: Hashable, Comparable, Sendable, CustomStringConvertibl
     /// Bytes of UTF-8: three times this, percent-encoded, stays under a 16 KiB URL.
     public static let maximumLength = 4096
 
-    public var isLocal: Bool { rawValue.hasPrefix(Self.localPrefix) }
-    public var isDesign: Bool { rawValue.hasPrefix(Self.designPrefix) }
+    // Prefixes are bytes, as CouchDB matches them: `hasPrefix` compares characters, and an
+    // underscore or a slash followed by a combining mark is another character.
+    public var isLocal: Bool { rawValue.utf8.starts(with: Self.localPrefix.utf8) }
+    public var isDesign: Bool { rawValue.utf8.starts(with: Self.designPrefix.utf8) }
     public var description: String { rawValue }
 
     public static func < (lhs: DocumentID, rhs: DocumentID) -> Bool {
@@ -24,11 +26,12 @@ public struct DocumentID: Hashable, Comparable, Sendable, CustomStringConvertibl
         // CouchDB's `max_document_id_length` (unlimited there): an ID must fit, percent-encoded,
         // in a URL a peer accepts (16 KiB here), or the document could never be replicated.
         if raw.utf8.count > maximumLength { throw CouchError(.illegalDocumentID, "Document id is too long") }
-        if raw.hasPrefix("_") {
-            if raw.hasPrefix(designPrefix), raw.count > designPrefix.count { return DocumentID(raw) }
-            if raw.hasPrefix(localPrefix), raw.count > localPrefix.count { return DocumentID(raw) }
+        let id = DocumentID(raw)
+        if raw.utf8.first == UInt8(ascii: "_") {
+            if id.isDesign, raw.utf8.count > designPrefix.utf8.count { return id }
+            if id.isLocal, raw.utf8.count > localPrefix.utf8.count { return id }
             throw CouchError(.illegalDocumentID, "Only reserved document ids may start with underscore.")
         }
-        return DocumentID(raw)
+        return id
     }
 }

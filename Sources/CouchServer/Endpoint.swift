@@ -189,9 +189,9 @@ public enum Endpoint: Sendable, Equatable {
             // CouchDB answers `/db/_partition` itself with this reason.
             guard let partition = rest.first else { throw CouchError.badRequest("invalid_partition_req") }
             self = .partition(database, partition, Array(rest.dropFirst()))
-        case _ where second.hasPrefix(DocumentID.localPrefix):
+        case _ where second.utf8.starts(with: DocumentID.localPrefix.utf8):
             self = .document(database, try DocumentID.validated(([second] + rest).joined(separator: "/")))
-        case _ where second.hasPrefix(DocumentID.designPrefix):
+        case _ where second.utf8.starts(with: DocumentID.designPrefix.utf8):
             self = Self.documentOrAttachment(database, try DocumentID.validated(second), Array(rest))
         // `POST /db/_compact/ddoc` compacts the design document's index.
         case "_compact" where rest.count == 1:
@@ -261,7 +261,7 @@ public enum Endpoint: Sendable, Equatable {
 
     private static func documentOrAttachment(_ database: DatabaseName, _ id: DocumentID, _ rest: [String]) -> Endpoint {
         guard let first = rest.first else { return .document(database, id) }
-        if id.isDesign, first.hasPrefix("_") { return .designResource(database, id, first) }
+        if id.isDesign, first.utf8.first == UInt8(ascii: "_") { return .designResource(database, id, first) }
         return .attachment(database, id, rest.joined(separator: "/"))
     }
 
