@@ -13,6 +13,13 @@ public struct DocumentID: Hashable, Comparable, Sendable, CustomStringConvertibl
     // underscore or a slash followed by a combining mark is another character.
     public var isLocal: Bool { rawValue.utf8.starts(with: Self.localPrefix.utf8) }
     public var isDesign: Bool { rawValue.utf8.starts(with: Self.designPrefix.utf8) }
+    /// What follows `_design/` or `_local/` (a design document's name), the whole ID otherwise.
+    public var nameAfterPrefix: String {
+        for prefix in [Self.designPrefix, Self.localPrefix] where rawValue.utf8.starts(with: prefix.utf8) {
+            return String(decoding: rawValue.utf8.dropFirst(prefix.utf8.count), as: UTF8.self)
+        }
+        return rawValue
+    }
     public var description: String { rawValue }
 
     public static func < (lhs: DocumentID, rhs: DocumentID) -> Bool {

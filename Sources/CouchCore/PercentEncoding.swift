@@ -38,9 +38,8 @@ public enum PercentEncoding {
     /// A document ID in a path, as CouchDB's `encode_doc_id`: `_design/` and `_local/`
     /// prefixes keep their slash, the rest is encoded (`/` included).
     public static func documentPath(_ id: DocumentID) -> String {
-        for prefix in [DocumentID.designPrefix, DocumentID.localPrefix] where id.rawValue.utf8.starts(with: prefix.utf8) {
-            return prefix + encode(String(decoding: id.rawValue.utf8.dropFirst(prefix.utf8.count), as: UTF8.self))
-        }
+        if id.isDesign { return DocumentID.designPrefix + encode(id.nameAfterPrefix) }
+        if id.isLocal { return DocumentID.localPrefix + encode(id.nameAfterPrefix) }
         return encode(id.rawValue)
     }
 }

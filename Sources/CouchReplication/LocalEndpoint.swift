@@ -84,7 +84,7 @@ public final class LocalEndpoint: DatabaseEndpoint, @unchecked Sendable {
 
     public func filterFunctionSource(designDocument: DocumentID, name: String) async throws(ReplicationError) -> String {
         // A native filter has no source: its name stands for it in the replication ID.
-        let qualified = String(designDocument.rawValue.dropFirst(DocumentID.designPrefix.count)) + "/" + name
+        let qualified = designDocument.nameAfterPrefix + "/" + name
         if let functions, functions.hasNativeFilter(qualified, database: self.name) { return "native:" + qualified }
         let body = try? await store { try $0.document(designDocument).revision.body }
         guard let body, let value = try? JSONValue.parse(body), let source = value["filters"]?[name]?.stringValue else {

@@ -148,9 +148,15 @@ import Testing
             let answer = try server.json(refused.0, refused.1, body: refused.2)
             #expect(answer.status == 400 && answer.json["error"] == "illegal_docid", "\(refused)")
         }
-        let combining = try server.json("POST", "/db", body: #"{"_id":"_design/\u0301x","views":{}}"#)
+        let combining = try server.json("POST", "/db", body: #"""
+            {"_id":"_design/\u0301x","views":{"v":{"map":"function(doc) { emit(doc._id, 1); }"}}}
+            """#)
         #expect(combining.status == 201)
         #expect(try server.json("GET", "/db/_design/%CC%81x").json["_id"] == "_design/\u{301}x")
+        // Its name is what follows the prefix's bytes, the mark included.
+        let view = try server.json("GET", "/db/_design/%CC%81x/_view/v")
+        #expect(view.status == 200 && view.json["rows"]?.arrayValue?.isEmpty == false)
+        #expect(try server.json("GET", "/db/_design/%CC%81x/_info").json["name"] == "\u{301}x")
         #expect(try server.json("GET", "/db/_design_docs").json["rows"]?.arrayValue?.count == 2)
         // Empty path segments are dropped, as CouchDB drops them.
         #expect(try server.json("GET", "/db//a%2Fb/").json["_id"] == "a/b")

@@ -63,7 +63,7 @@ enum ListRoute {
         if viewName == "_all_docs" {
             path = "/\(database)/_all_docs"
         } else {
-            let designName = view.count == 2 ? view[0] : String((try context.documentID).rawValue.dropFirst(DocumentID.designPrefix.count))
+            let designName = view.count == 2 ? view[0] : (try context.documentID).nameAfterPrefix
             path = "/\(database)/_design/\(PercentEncoding.encode(designName))/_view/\(PercentEncoding.encode(viewName))"
         }
         // The list's own conditional request is not the view's.

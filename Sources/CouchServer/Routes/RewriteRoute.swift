@@ -83,7 +83,7 @@ enum RewriteRoute {
     private static func prefix(_ context: RouteContext) -> String {
         let parts = context.pathParts
         let database = parts.first ?? ""
-        let design = (try? context.documentID.rawValue.dropFirst(DocumentID.designPrefix.count)).map(String.init) ?? ""
+        let design = (try? context.documentID.nameAfterPrefix) ?? ""
         return "/" + PercentEncoding.encode(database) + "/_design/" + PercentEncoding.encode(design)
     }
 

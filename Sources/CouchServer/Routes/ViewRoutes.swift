@@ -136,7 +136,7 @@ enum ViewRoutes {
             : try context.server.indexes.index(for: views.definition, in: database, query: false)
         let size = index?.fileSize ?? 0
         let active = index?.activeSize ?? 0
-        let name = String(design.id.rawValue.dropFirst(DocumentID.designPrefix.count))
+        let name = design.id.nameAfterPrefix
         return .json(200, .object(JSONObject([
             (key: "name", value: JSONValue(name)),
             (key: "view_index", value: .object(JSONObject([
