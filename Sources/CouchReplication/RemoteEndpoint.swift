@@ -366,6 +366,8 @@ public final class RemoteEndpoint: DatabaseEndpoint, @unchecked Sendable {
 
     public func writeRevisions(_ revisions: [ReplicatedRevision]) async throws(ReplicationError) -> [WriteFailure] {
         var body: [UInt8] = Array(#"{"new_edits":false,"docs":["#.utf8)
+        // Sized once: grown by doubling, a batch's megabytes were copied and faulted in twice.
+        body.reserveCapacity(revisions.reduce(body.count + 2) { $0 + $1.encodedSize + 1 })
         for (index, revision) in revisions.enumerated() {
             if index > 0 { body.append(UInt8(ascii: ",")) }
             revision.writeJSON(to: &body)

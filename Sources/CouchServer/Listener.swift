@@ -275,6 +275,7 @@ public final class Listener: @unchecked Sendable {
                     do { try sink.append(bytes) } catch { state.sinkError = error }
                 }
             } else {
+                state.reserveBodyOnce()
                 state.body.append(contentsOf: bytes)
             }
             return .YES
@@ -328,10 +329,7 @@ public final class Listener: @unchecked Sendable {
         let mhdResponse: OpaquePointer?
         switch response.body {
         case .bytes(let bytes):
-            mhdResponse = bytes.withUnsafeBytes { raw in
-                MHD_create_response_from_buffer(raw.count, UnsafeMutableRawPointer(mutating: raw.baseAddress),
-                                                MHD_ResponseMemoryMode(rawValue: 2)!) // MHD_RESPMEM_MUST_COPY
-            }
+            mhdResponse = Self.response(sending: bytes)
         case .file(let path, let offset, let length):
             let descriptor = open(path, O_RDONLY)
             guard descriptor >= 0 else {
@@ -373,6 +371,27 @@ public final class Listener: @unchecked Sendable {
         let result = MHD_queue_response(state.connection, UInt32(response.status), mhdResponse)
         MHD_destroy_response(mhdResponse)
         return result
+    }
+
+    /// Bodies this large are lent to libmicrohttpd, not copied: a copy of a megabyte-sized body
+    /// (a `_bulk_get` batch) lands on freshly mapped pages, whose faults cost more than the copy.
+    private static let lentBodySize = 64 * 1024
+
+    private static func response(sending bytes: [UInt8]) -> OpaquePointer? {
+        guard bytes.count >= lentBodySize else {
+            return bytes.withUnsafeBytes { raw in
+                MHD_create_response_from_buffer(raw.count, UnsafeMutableRawPointer(mutating: raw.baseAddress),
+                                                MHD_ResponseMemoryMode(rawValue: 2)!) // MHD_RESPMEM_MUST_COPY
+            }
+        }
+        // The box keeps the array (and so its storage, which a `let` never moves) alive until
+        // libmicrohttpd destroys the response.
+        let box = Unmanaged.passRetained(LentBody(bytes))
+        let address = box.takeUnretainedValue().bytes.withUnsafeBytes { UnsafeMutableRawPointer(mutating: $0.baseAddress) }
+        let response = MHD_create_response_from_buffer_with_free_callback_cls(bytes.count, address, lentBodyReleased,
+                                                                              box.toOpaque())
+        if response == nil { box.release() }
+        return response
     }
 
     /// `Server`, `Date`, and unless the response has its own, CouchDB's default `Cache-Control`
@@ -437,6 +456,17 @@ private let requestCompleted: MHD_RequestCompletedCallback = { context, _, state
     let listener = Unmanaged<Listener>.fromOpaque(context).takeUnretainedValue()
     listener.completed(state: raw)
     state?.pointee = nil
+}
+
+/// A response body lent to libmicrohttpd (`Listener.response(sending:)`).
+private final class LentBody {
+    let bytes: [UInt8]
+    init(_ bytes: [UInt8]) { self.bytes = bytes }
+}
+
+private let lentBodyReleased: MHD_ContentReaderFreeCallback = { context in
+    guard let context else { return }
+    Unmanaged<LentBody>.fromOpaque(context).release()
 }
 
 private let connectionNotified: MHD_NotifyConnectionCallback = { context, connection, _, code in

@@ -70,6 +70,17 @@ final class RequestState {
         }
     }
 
+    /// The most a `Content-Length` sets aside for a body kept in memory, once its first bytes
+    /// came (an announced length alone reserves nothing).
+    private static let reservedBodyLimit = 8 * 1024 * 1024
+
+    /// Sets aside room for the announced body before its first bytes are kept: grown by
+    /// doubling, a replication batch of megabytes was copied and faulted in about twice.
+    func reserveBodyOnce() {
+        guard body.isEmpty, let length = headers["content-length"].flatMap(Int.init), length > 0 else { return }
+        body.reserveCapacity(min(length, maximumBodySize, Self.reservedBodyLimit))
+    }
+
     fileprivate func addHeader(_ name: String, _ value: String) {
         headerBytes += name.utf8.count + value.utf8.count + 4
         let key = name.headerNameLowercased

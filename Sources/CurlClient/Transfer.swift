@@ -18,11 +18,14 @@ final class Transfer: @unchecked Sendable {
     let mode: Mode
     let easy: UnsafeMutableRawPointer
     private var headerList: UnsafeMutablePointer<curl_slist>?
-    private var requestBody: UnsafeMutableRawBufferPointer?
+    /// The request's body, which libcurl reads from where it is (`CURLOPT_POSTFIELDS`).
+    private var requestBody: [UInt8] = []
     fileprivate var upload: UploadBodyReader?
     private let bufferLimit: Int
     /// Chunks received while the reader is behind are joined up to this size.
     private static let chunkSize = 256 * 1024
+    /// The most a `Content-Length` makes a buffered transfer set aside before its body arrives.
+    private static let reservedBodyLimit = 64 * 1024 * 1024
 
     private let lock = NSLock()
     private var status = 0
@@ -64,7 +67,6 @@ final class Transfer: @unchecked Sendable {
     deinit {
         curl_easy_cleanup(easy)
         if let headerList { curl_slist_free_all(headerList) }
-        requestBody?.deallocate()
     }
 
     private func configure(_ request: HTTPClient.Request, _ configuration: HTTPClientConfiguration) {
@@ -104,11 +106,12 @@ final class Transfer: @unchecked Sendable {
             _ = couchette_curl_set_pointer(easy, CURLOPT_SEEKFUNCTION, unsafeBitCast(seekCallback, to: UnsafeMutableRawPointer.self))
             _ = couchette_curl_set_pointer(easy, CURLOPT_SEEKDATA, context)
         } else if let body = request.body ?? (method == "POST" || method == "PUT" ? [] : nil) {
-            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(1, body.count), alignment: 1)
-            body.withUnsafeBytes { buffer.copyMemory(from: $0) }
-            requestBody = buffer
+            // Kept, not copied (a replication batch's body is megabytes): a stored array that is
+            // never mutated keeps its storage where it is.
+            requestBody = body.isEmpty ? [0] : body   // an empty body still needs an address
+            let address = requestBody.withUnsafeBytes { UnsafeMutableRawPointer(mutating: $0.baseAddress) }
             _ = couchette_curl_set_offset(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(body.count))
-            _ = couchette_curl_set_pointer(easy, CURLOPT_POSTFIELDS, buffer.baseAddress)
+            _ = couchette_curl_set_pointer(easy, CURLOPT_POSTFIELDS, address)
         }
 
         // "Expect:" turns off curl's 100-continue round trip before larger bodies.
@@ -169,6 +172,11 @@ final class Transfer: @unchecked Sendable {
             let name = String(line[..<colon])
             let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
             headers.append((name, value))
+            if mode == .buffered, name.lowercased() == "content-length", let length = Int(value), length > 0 {
+                // Room for the whole body at once: grown by doubling, a batch of megabytes was
+                // copied and its pages faulted in about twice.
+                body.reserveCapacity(min(length, Self.reservedBodyLimit))
+            }
         }
         let onHead = deliverHead ? self.onHead : nil
         lock.unlock()
