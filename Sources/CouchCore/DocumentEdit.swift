@@ -12,7 +12,25 @@ public struct DocumentEdit: Sendable {
     public var history: RevisionHistory?
     /// `_attachments` as sent; interpreted by the attachment layer.
     public var attachments: JSONObject?
-    public var body: JSONObject
+    /// The body's members. When it came as bytes (`init(canonical:)`), they are parsed at each
+    /// read: the writer needs only `bodyBytes`; `_users`, `_replicator` and `validate_doc_update`
+    /// read the members.
+    public var body: JSONObject {
+        get {
+            guard let encodedBody else { return parsedBody }
+            return (try? JSONValue.parse(encodedBody).objectValue) ?? JSONObject()
+        }
+        set {
+            parsedBody = newValue
+            encodedBody = nil
+        }
+    }
+    private var parsedBody: JSONObject
+    /// The body as stored, when it came as canonical bytes (`init(canonical:)`): what
+    /// `bodyBytes` gives without writing the members again.
+    private var encodedBody: [UInt8]?
+    /// The nesting `encodedBody` was checked not to exceed (an object or array is one level).
+    private var encodedDepthLimit = 0
 
     public init(id: DocumentID?, revision: RevisionID? = nil, isDeleted: Bool = false,
                 history: RevisionHistory? = nil, attachments: JSONObject? = nil, body: JSONObject = JSONObject()) {
@@ -22,7 +40,7 @@ public struct DocumentEdit: Sendable {
         self.isDeleted = isDeleted
         self.history = history
         self.attachments = attachments
-        self.body = body
+        self.parsedBody = body
     }
 
     /// Members CouchDB accepts and ignores on input (they only appear in its output).
@@ -45,13 +63,76 @@ public struct DocumentEdit: Sendable {
         guard let object = json.objectValue else {
             throw CouchError(.badRequest, "Document must be a JSON object")
         }
+        var special = SpecialMembers()
+        for (key, value) in object where key.utf8.first == UInt8(ascii: "_") {
+            try special.read(key, value)
+        }
+        // The parser's keys are unique already: keep its order, drop the special members
+        // (the replicator's `_replication_*` fields and `_access` stay in the body, as in CouchDB).
+        let body = object.filter { $0.key.utf8.first != UInt8(ascii: "_") || Self.keptSpecialMembers.contains($0.key) }
+        try self.init(special, body: body, isLocal: isLocal)
+    }
+
+    /// Reads a document object given as bytes, as `init(json:)` reads its value, keeping the body
+    /// as the bytes it came in; nil unless they are canonical (`CanonicalJSON`) and nest at most
+    /// `maximumDepth` levels, for `init(json:)` to read instead. Only the special members are parsed.
+    public init?(canonical bytes: ArraySlice<UInt8>, maximumDepth: Int = JSONDepth.maximumDocument) throws(CouchError) {
+        var specialMembers: [(key: String, value: JSONValue)] = []
+        var body: [UInt8] = [_openBrace]
+        body.reserveCapacity(bytes.count)
+        let canonical = bytes.withUnsafeBufferPointer { buffer -> Bool in
+            guard buffer.count > 0 else { return false }
+            var scanner = CanonicalJSON(buffer, maximumDepth: maximumDepth)
+            let canonical = scanner.passObject { key, value in
+                if buffer[key.lowerBound + 1] == UInt8(ascii: "_") {
+                    let name = Self.value(buffer, key).stringValue ?? ""
+                    specialMembers.append((name, Self.value(buffer, value)))
+                    guard Self.keptSpecialMembers.contains(name) else { return }
+                }
+                if body.count > 1 { body.append(_comma) }
+                body.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[key.lowerBound..<value.upperBound]))
+            }
+            return canonical && scanner.atEnd
+        }
+        guard canonical else { return nil }
+        // Read once the whole document is known canonical (no key twice), as `init(json:)` reads them.
+        var special = SpecialMembers()
+        for (key, value) in specialMembers { try special.read(key, value) }
+        body.append(_closeBrace)
+        try self.init(special, body: JSONObject(), isLocal: false)
+        encodedBody = body
+        encodedDepthLimit = maximumDepth
+    }
+
+    /// The value of canonical bytes (which parse).
+    private static func value(_ buffer: UnsafeBufferPointer<UInt8>, _ range: Range<Int>) -> JSONValue {
+        (try? JSONValue.parse(UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: buffer[range])))) ?? .null
+    }
+
+    private init(_ special: SpecialMembers, body: JSONObject, isLocal: Bool) throws(CouchError) {
+        var history: RevisionHistory?
+        if let historyValue = special.history {
+            // A `_local` document has no revision tree: CouchDB checks only the form of its
+            // `_revisions` (its replicator writes `{"start": 0, "ids": ["1"]}` in checkpoints).
+            if isLocal || special.id?.isLocal == true {
+                try RevisionHistory.checkForm(historyValue)
+            } else {
+                history = try RevisionHistory(json: historyValue)
+            }
+        }
+        self.init(id: special.id, revision: special.revision, isDeleted: special.isDeleted, history: history,
+                  attachments: special.attachments, body: body)
+    }
+
+    /// The special members of a document as they are read, in the document's order.
+    private struct SpecialMembers {
         var id: DocumentID?
         var revision: RevisionID?
         var isDeleted = false
-        var history: RevisionHistory?
-        var historyValue: JSONValue?
+        var history: JSONValue?
         var attachments: JSONObject?
-        for (key, value) in object where key.utf8.first == UInt8(ascii: "_") {
+
+        mutating func read(_ key: String, _ value: JSONValue) throws(CouchError) {
             switch key {
             case "_id":
                 guard let raw = value.stringValue else {
@@ -66,35 +147,29 @@ public struct DocumentEdit: Sendable {
             case "_deleted":
                 isDeleted = value.boolValue ?? false
             case "_revisions":
-                historyValue = value
+                history = value
             case "_attachments":
-                guard let attachmentObject = value.objectValue else {
+                guard let object = value.objectValue else {
                     throw CouchError(.badRequest, "_attachments must be an object")
                 }
-                attachments = attachmentObject
+                attachments = object
             default:
-                if Self.ignoredSpecialMembers.contains(key) || Self.keptSpecialMembers.contains(key) { continue }
+                if DocumentEdit.ignoredSpecialMembers.contains(key) || DocumentEdit.keptSpecialMembers.contains(key) {
+                    return
+                }
                 throw CouchError(.documentValidation, "Bad special document member: \(key)")
             }
         }
-        if let historyValue {
-            // A `_local` document has no revision tree: CouchDB checks only the form of its
-            // `_revisions` (its replicator writes `{"start": 0, "ids": ["1"]}` in checkpoints).
-            if isLocal || id?.isLocal == true {
-                try RevisionHistory.checkForm(historyValue)
-            } else {
-                history = try RevisionHistory(json: historyValue)
-            }
-        }
-        // The parser's keys are unique already: keep its order, drop the special members
-        // (the replicator's `_replication_*` fields and `_access` stay in the body, as in CouchDB).
-        let body = object.filter { $0.key.utf8.first != UInt8(ascii: "_") || Self.keptSpecialMembers.contains($0.key) }
-        self.init(id: id, revision: revision, isDeleted: isDeleted, history: history,
-                  attachments: attachments, body: body)
     }
 
     /// The body as stored: compact JSON, client's key order and number text.
-    public var bodyBytes: [UInt8] { JSONValue.object(body).serialized() }
+    public var bodyBytes: [UInt8] { encodedBody ?? JSONValue.object(parsedBody).serialized() }
+
+    /// Whether the body nests more than `limit` levels (see `JSONDepth`).
+    public func bodyNests(deeperThan limit: Int) -> Bool {
+        if encodedBody != nil, limit >= encodedDepthLimit { return false }
+        return JSONDepth.exceeds(.object(body), limit: limit)
+    }
 
     /// The body as an Erlang term (`{[{Key, Value}, ...]}`, without the format's version
     /// byte): the part of the revision ID's hashed term that depends on the body alone, so it

@@ -55,13 +55,13 @@ extension RouteContext {
     private func checkDocumentSizes(_ edits: [DocumentEdit]) throws(CouchError) {
         // Depth: a document nesting d levels takes at least 2d bytes, so small bodies are not walked.
         if request.body.count > 2 * JSONDepth.maximumDocument || request.bodySink != nil {
-            for edit in edits where JSONDepth.exceeds(.object(edit.body), limit: JSONDepth.maximumDocument) {
+            for edit in edits where edit.bodyNests(deeperThan: JSONDepth.maximumDocument) {
                 throw CouchError(.badRequest, JSONDepth.documentReason)
             }
         }
         let limit = server.accessControl.maximumDocumentSize
         guard request.body.count > limit || request.bodySink != nil else { return }
-        for edit in edits where JSONValue.object(edit.body).serialized().count > limit {
+        for edit in edits where edit.bodyBytes.count > limit {
             throw CouchError(.documentTooLarge, edit.id?.rawValue ?? "")
         }
     }

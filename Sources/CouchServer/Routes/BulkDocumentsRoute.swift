@@ -3,30 +3,21 @@ import CouchStore
 
 /// `POST /db/_bulk_docs`: many documents in one commit, each with its own result.
 enum BulkDocumentsRoute {
+    /// What a request asks: its documents read as edits, and its options.
+    private struct Request {
+        var edits: [DocumentEdit]
+        var newEdits: Bool
+        var allOrNothing: Bool
+        var w: JSONValue?
+    }
+
     static func postBulkDocuments(_ context: RouteContext) throws -> HTTPResponse {
         try context.requireJSONContentType()
-        let body = try context.jsonObjectBody()
-        guard let docsValue = body["docs"] else {
-            throw CouchError.badRequest("POST body must include `docs` parameter.")
-        }
-        guard let docs = docsValue.arrayValue else { throw CouchError.badRequest("`docs` parameter must be an array.") }
-        var newEdits = true
-        if let value = body["new_edits"] {
-            guard let flag = value.boolValue else { throw CouchError.badRequest("`new_edits` parameter must be a boolean.") }
-            newEdits = flag
-        }
-        let edits = try docs.map { json throws -> DocumentEdit in
-            var edit = try DocumentEdit(json: json)
-            if edit.id == nil, newEdits { edit.id = DocumentID(context.server.uuids.next()) }
-            // CouchDB refuses the whole request (`chttpd_db:validate_revs`).
-            if !newEdits, edit.revision == nil, edit.id?.isLocal != true {
-                throw CouchError.badRequest("When `new_edits: false`, the document needs `_rev` or `_revisions` specified")
-            }
-            return edit
-        }
+        let request = try replicatedRequest(context) ?? parsedRequest(context)
+        let (edits, newEdits) = (request.edits, request.newEdits)
         // CouchDB 3 answers `all_or_nothing` with 417 for every document, writing none (its
         // clustered `fabric_doc_update` cannot make a write atomic across shards).
-        if newEdits, body["all_or_nothing"]?.boolValue == true {
+        if newEdits, request.allOrNothing {
             return .json(417, .array(edits.map { edit in
                 ["id": JSONValue(edit.id?.rawValue ?? ""), "rev": JSONValue(edit.revision?.description ?? "0-"),
                  "error": "not_implemented", "reason": "all_or_nothing is not supported"]
@@ -67,6 +58,88 @@ enum BulkDocumentsRoute {
             }
         }
         output.append(contentsOf: "]\n".utf8)
-        return .json(context.quorumStatus(201, bodyW: body["w"]), bytes: output)
+        return .json(context.quorumStatus(201, bodyW: request.w), bytes: output)
+    }
+
+    private static func parsedRequest(_ context: RouteContext) throws -> Request {
+        let body = try context.jsonObjectBody()
+        guard let docsValue = body["docs"] else {
+            throw CouchError.badRequest("POST body must include `docs` parameter.")
+        }
+        guard let docs = docsValue.arrayValue else { throw CouchError.badRequest("`docs` parameter must be an array.") }
+        var newEdits = true
+        if let value = body["new_edits"] {
+            guard let flag = value.boolValue else { throw CouchError.badRequest("`new_edits` parameter must be a boolean.") }
+            newEdits = flag
+        }
+        let edits = try docs.map { json throws -> DocumentEdit in
+            try checked(DocumentEdit(json: json), newEdits: newEdits, context)
+        }
+        return Request(edits: edits, newEdits: newEdits, allOrNothing: body["all_or_nothing"]?.boolValue == true,
+                       w: body["w"])
+    }
+
+    /// A `new_edits: false` request (a replicator's) read without parsing its documents' bodies,
+    /// which are stored as the bytes they came in when those are canonical
+    /// (`DocumentEdit.init(canonical:)`): building and writing them again was a third of the
+    /// target's work in a replication. Nil for any other request, or anything unusual (invalid
+    /// JSON, a member twice), which `parsedRequest` reads and answers as before.
+    private static func replicatedRequest(_ context: RouteContext) throws -> Request? {
+        let bytes = context.request.body[...]
+        guard namesNewEdits(bytes) else { return nil }
+        var documents: [Range<Int>]?
+        var newEdits: Bool?
+        var w: JSONValue?
+        let read: Void? = try? JSONCursor.read(bytes, maximumDepth: JSONDepth.maximumParsed) { cursor throws(JSONParseError) in
+            var seen: Set<String> = []
+            try cursor.enterObject()
+            while let key = try cursor.nextMember() {
+                guard seen.insert(key).inserted else { throw JSONParseError(offset: cursor.position, message: "given twice") }
+                switch key {
+                case "docs":
+                    var ranges: [Range<Int>] = []
+                    try cursor.enterArray()
+                    while try cursor.nextElement() { ranges.append(try cursor.skipValue()) }
+                    documents = ranges
+                case "new_edits": newEdits = try cursor.readValue().boolValue
+                case "w": w = try cursor.readValue()
+                default: _ = try cursor.skipValue()
+                }
+            }
+        }
+        guard read != nil, newEdits == false, let documents else { return nil }
+        let edits = try documents.map { range throws -> DocumentEdit in
+            let document = bytes[range]
+            let edit = try DocumentEdit(canonical: document) ?? DocumentEdit(json: try parse(document))
+            return try checked(edit, newEdits: false, context)
+        }
+        return Request(edits: edits, newEdits: false, allOrNothing: false, w: w)
+    }
+
+    /// Whether `"new_edits"` is among the body's first or last bytes, where replicators put it
+    /// (CouchDB's first, PouchDB's last): other bodies are not read twice.
+    private static func namesNewEdits(_ bytes: ArraySlice<UInt8>) -> Bool {
+        let name = Array(#""new_edits""#.utf8)
+        let window = 64
+        func appears(in part: ArraySlice<UInt8>) -> Bool {
+            guard part.count >= name.count else { return false }
+            return (part.startIndex...(part.endIndex - name.count)).contains { part[$0..<($0 + name.count)].elementsEqual(name) }
+        }
+        return appears(in: bytes.prefix(window)) || appears(in: bytes.suffix(window))
+    }
+
+    private static func parse(_ document: ArraySlice<UInt8>) throws(CouchError) -> JSONValue {
+        do { return try JSONValue.parse(document) } catch { throw CouchError.badRequest("invalid UTF-8 JSON") }
+    }
+
+    /// A document's edit as the request may have it: a new document gets an ID; CouchDB refuses
+    /// the whole request (`chttpd_db:validate_revs`) for a replicated one without a revision.
+    private static func checked(_ edit: DocumentEdit, newEdits: Bool, _ context: RouteContext) throws -> DocumentEdit {
+        var edit = edit
+        if edit.id == nil, newEdits { edit.id = DocumentID(context.server.uuids.next()) }
+        if !newEdits, edit.revision == nil, edit.id?.isLocal != true {
+            throw CouchError.badRequest("When `new_edits: false`, the document needs `_rev` or `_revisions` specified")
+        }
+        return edit
     }
 }

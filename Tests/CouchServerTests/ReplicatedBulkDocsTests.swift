@@ -1,0 +1,86 @@
+import CouchCore
+import CouchTestSupport
+import Testing
+
+/// A replicator's `_bulk_docs` (`new_edits: false`) keeps each document's body as the bytes it
+/// came in when those are what parsing and writing it again would give: every document, whatever
+/// its bytes, is answered and stored exactly as the same request read the usual way (here forced
+/// by giving `new_edits` twice, which only the usual reading takes).
+@Suite struct ReplicatedBulkDocsTests {
+    static let rev = "1-0123456789abcdef0123456789abcdef"
+
+    static let documents: [String] = [
+        #"{"_id":"plain","_rev":"\#(rev)","a":1,"b":[true,false,null],"c":{"d":"e"}}"#,
+        #"{ "_id" : "spaced", "_rev":"\#(rev)", "a" : [1, 2] }"#,
+        #"{"_id":"escapes","_rev":"\#(rev)","s":"caf\u00e9 \/ \" \\ \n \u0001 \ud83d\ude00 \ud800","t":"a\tb"}"#,
+        #"{"_id":"slash","_rev":"\#(rev)","s":"a\/b"}"#,
+        #"{"_id":"unicode","_rev":"\#(rev)","s":"caf\u00e9"}"#,
+        #"{"_id":"space","_rev":"\#(rev)","a":{"b":1 }}"#,
+        #"{"_id":"numbers","_rev":"\#(rev)","a":1.0E5,"b":-0,"c":1e-3,"d":123456789012345678901234567890}"#,
+        #"{"_id":"twice","_rev":"\#(rev)","a":1,"a":2,"o":{"k":1,"k":{"x":2}}}"#,
+        #"{"_id":5,"_id":"idtwice","_rev":"\#(rev)"}"#,
+        #"{"_id":"special","_rev":"\#(rev)","_access":["x"],"_conflicts":[],"_replication_state":"done","z":"é😀"}"#,
+        #"{"_id":"badspecial","_rev":"\#(rev)","_foo":1}"#,
+        #"{"_id":"deleted","_rev":"\#(rev)","_deleted":true,"why":"gone"}"#,
+        #"{"_id":"history","_revisions":{"start":3,"ids":["cc","bb","aa"]},"n":3}"#,
+        #"{"_id":"attached","_rev":"\#(rev)","_attachments":{"a.txt":{"content_type":"text/plain","data":"aGk="}}}"#,
+        #"{"_id":"keys","_rev":"\#(rev)","a\"b":1,"\u0061":2,"a":3}"#,
+        #"{"_id":"_local/l","_rev":"0-1","x":1}"#,
+        #"{"_id":"empty","_rev":"\#(rev)"}"#,
+        #"{"_id":"deep","_rev":"\#(rev)","d":"# + String(repeating: "[", count: 501) + String(repeating: "]", count: 501) + "}",
+        #"{"_id":"many","_rev":"\#(rev)","o":{"# + (0..<200).map { #""k\#($0)":\#($0)"# }.joined(separator: ",") + "}}",
+        "5",
+        #"{"_id":"norev","x":1}"#,
+    ]
+
+    @Test func eachDocumentIsAnsweredAndStoredAsTheUsualReadingDoes() throws {
+        let server = try TestServer()
+        defer { server.stop() }
+        try server.createDatabase("fast")
+        try server.createDatabase("usual")
+        for document in Self.documents {
+            let fast = try server.request("POST", "/fast/_bulk_docs", body: #"{"new_edits":false,"docs":[\#(document)]}"#)
+            let usual = try server.request("POST", "/usual/_bulk_docs",
+                                           body: #"{"new_edits":false,"docs":[\#(document)],"new_edits":false}"#)
+            #expect(fast.status == usual.status, "\(document)")
+            #expect(fast.text == usual.text, "\(document)")
+        }
+        let ids = ["plain", "spaced", "escapes", "slash", "unicode", "space", "numbers", "twice", "idtwice", "special",
+                   "badspecial", "deleted", "history", "attached", "keys", "_local/l", "empty", "deep", "many"]
+        var found = 0
+        for id in ids {
+            let query = id.hasPrefix("_local") ? "" : "?revs=true&attachments=true&deleted=true"
+            let fast = try server.request("GET", "/fast/\(id)\(query)")
+            let usual = try server.request("GET", "/usual/\(id)\(query)")
+            #expect(fast.status == usual.status && fast.text == usual.text, "\(id): \(fast.text) / \(usual.text)")
+            if fast.status == 200 { found += 1 }
+        }
+        // What was written at all: most of them, and the same in both.
+        #expect(found >= 10)
+        #expect(try server.json("GET", "/fast").json["doc_count"] == server.json("GET", "/usual").json["doc_count"])
+        // A stored body as a client reads it: the parser's value, written compactly.
+        let escapes = try server.json("GET", "/fast/escapes").json
+        #expect(escapes["s"] == JSONValue("café / \" \\ \n \u{1} 😀 \u{FFFD}"))
+        let twice = try server.json("GET", "/fast/twice").json
+        #expect(twice["a"] == 2 && twice["o"] == ["k": ["x": 2]])
+    }
+
+    @Test func aRequestOfManyDocumentsMixesBothReadings() throws {
+        let server = try TestServer()
+        defer { server.stop() }
+        try server.createDatabase("fast")
+        try server.createDatabase("usual")
+        // Canonical documents and ones that are not, in one request of several chunks.
+        let documents = (0..<300).map { index in
+            index % 7 == 0 ? #"{"_id":"doc-\#(index)", "_rev":"\#(Self.rev)","n":\#(index)}"#
+                           : #"{"_id":"doc-\#(index)","_rev":"\#(Self.rev)","n":\#(index),"s":"x\ny"}"#
+        }.joined(separator: ",")
+        // PouchDB's order: `new_edits` after the documents.
+        let fast = try server.request("POST", "/fast/_bulk_docs", body: #"{"docs":[\#(documents)],"new_edits":false}"#)
+        let usual = try server.request("POST", "/usual/_bulk_docs", body: #"{"docs":[\#(documents)],"new_edits":false,"new_edits":false}"#)
+        #expect(fast.status == 201 && usual.status == 201 && fast.text == usual.text && fast.text == "[]\n")
+        let listed = try server.request("GET", "/fast/_all_docs?include_docs=true")
+        #expect(listed.text == (try server.request("GET", "/usual/_all_docs?include_docs=true")).text)
+        #expect(try server.json("GET", "/fast").json["doc_count"] == 300)
+    }
+}
