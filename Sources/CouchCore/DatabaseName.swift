@@ -64,7 +64,7 @@ public struct DatabaseName: Hashable, Comparable, Sendable, CustomStringConverti
     }
 
     public var description: String { rawValue }
-    public var isSystem: Bool { rawValue.hasPrefix("_") }
+    public var isSystem: Bool { rawValue.hasBytePrefix("_") }
 
     /// A replicator database: `_replicator` or any `*/_replicator`, whose documents describe
     /// replications (and may keep the replicator's `_replication_*` members).

@@ -35,7 +35,7 @@ public struct DesignDocument: Sendable {
 
     /// Whether `reduce` names a built-in (CouchDB's prefix test); any other `_` name is refused.
     static func isBuiltInReduce(_ reduce: String) -> Bool {
-        builtInReduces.contains { reduce.hasPrefix($0) }
+        builtInReduces.contains { reduce.hasBytePrefix($0) }
     }
 
     public init(id: DocumentID, revision: String, body: JSONObject) {
@@ -65,7 +65,7 @@ public struct DesignDocument: Sendable {
         for (name, view) in body["views"]?.objectValue ?? JSONObject() {
             viewNames.insert(name)
             if let map = view["map"]?.stringValue { functions.append((.map, name, map)) }
-            if let reduce = view["reduce"]?.stringValue, !reduce.hasPrefix("_") {
+            if let reduce = view["reduce"]?.stringValue, !reduce.hasBytePrefix("_") {
                 functions.append((.reduce, name, reduce))
             }
         }

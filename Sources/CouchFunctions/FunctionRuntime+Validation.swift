@@ -28,7 +28,7 @@ extension FunctionRuntime {
         }
         guard option?.boolValue != false else { return }
         for (_, view) in body["views"]?.objectValue ?? JSONObject() {
-            if let reduce = view["reduce"]?.stringValue, !reduce.hasPrefix("_") {
+            if let reduce = view["reduce"]?.stringValue, !reduce.hasBytePrefix("_") {
                 throw CouchError(.invalidDesignDocument, "Javascript reduces not supported in partitioned view.")
             }
         }

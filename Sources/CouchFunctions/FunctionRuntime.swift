@@ -75,7 +75,7 @@ public final class FunctionRuntime: DocumentValidator, @unchecked Sendable {
     public func checkDesignDocument(_ id: DocumentID, body: JSONObject, in database: DatabaseName) throws(CouchError) {
         guard DesignDocument.hasFunctions(body) else { return }
         for (_, view) in body["views"]?.objectValue ?? JSONObject() {
-            if let reduce = view["reduce"]?.stringValue, reduce.hasPrefix("_"), !DesignDocument.isBuiltInReduce(reduce) {
+            if let reduce = view["reduce"]?.stringValue, reduce.hasBytePrefix("_"), !DesignDocument.isBuiltInReduce(reduce) {
                 throw CouchError(.invalidDesignDocument, "`\(reduce)` is not a supported reduce function.")
             }
         }

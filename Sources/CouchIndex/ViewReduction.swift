@@ -41,11 +41,11 @@ public struct ViewReduction: Sendable {
     public init?(source: String, design: DesignDocument, view: String, database: DatabaseName, runtime: FunctionRuntime,
                  partitioned: Bool) {
         switch source.trimmingCharacters(in: .whitespacesAndNewlines) {
-        case let name where name.hasPrefix("_count"): kind = .count
-        case let name where name.hasPrefix("_sum"): kind = .sum
-        case let name where name.hasPrefix("_stats"): kind = .stats
-        case let name where name.hasPrefix("_approx_count_distinct"): kind = .distinct(partitioned: partitioned)
-        case let name where name.hasPrefix("_"): return nil
+        case let name where name.hasBytePrefix("_count"): kind = .count
+        case let name where name.hasBytePrefix("_sum"): kind = .sum
+        case let name where name.hasBytePrefix("_stats"): kind = .stats
+        case let name where name.hasBytePrefix("_approx_count_distinct"): kind = .distinct(partitioned: partitioned)
+        case let name where name.hasBytePrefix("_"): return nil
         default:
             kind = .javascript(key: design.viewFunctionKey(view, reduce: true, database: database), source: source,
                                design: design.jsonBytes, runtime: runtime, database: database)

@@ -90,7 +90,7 @@ public struct MangoIndexRequest: Sendable {
         let generated = Digest.hex(Digest.sha1(Array("\(type)\n".utf8) + index.canonicalBytes))
         self.name = name ?? generated
         let design = ddoc ?? generated
-        designID = design.hasPrefix("_design/") ? design : "_design/" + design
+        designID = design.hasBytePrefix("_design/") ? design : "_design/" + design
     }
 
     /// The design document with this index added: nil when it is already there, exactly

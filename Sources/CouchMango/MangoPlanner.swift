@@ -93,7 +93,7 @@ enum MangoPlanner {
     static func filterByUseIndex(_ indexes: [MangoIndex], _ useIndex: [String]) -> [MangoIndex] {
         guard let first = useIndex.first else { return [] }
         if first == "_all_docs", useIndex.count == 1 { return indexes.filter { $0.kind == .special } }
-        let design = first.hasPrefix("_design/") ? first : "_design/" + first
+        let design = first.hasBytePrefix("_design/") ? first : "_design/" + first
         return indexes.filter { $0.designID == design && (useIndex.count < 2 || $0.name == useIndex[1]) }
     }
 

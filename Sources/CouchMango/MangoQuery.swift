@@ -90,7 +90,7 @@ public struct MangoQuery: Sendable {
     func warnings(stats: MangoExecutionStats) -> [String] {
         var warnings: [String] = []
         if plan.useIndexIgnored, let design = options.useIndex.first {
-            let name = design.hasPrefix("_design/") ? String(design.dropFirst(8)) : design
+            let name = design.droppingBytePrefix("_design/")
             if options.useIndex.count == 2 {
                 warnings.append("_design/\(name), \(options.useIndex[1]) was not used because it is not a valid index for this query.")
             } else {

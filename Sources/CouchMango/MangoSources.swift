@@ -61,7 +61,7 @@ extension MangoIndex {
     /// The index row of `document`, nil when it is not in the index (`mango_native_proc`'s
     /// `get_index_entries`): a missing column or a failed partial filter leaves it out.
     public func row(for document: MangoDocument) -> MangoIndexRow? {
-        if document.id.hasPrefix("_design/") { return nil }
+        if document.id.hasBytePrefix("_design/") { return nil }
         if let partialSelector, !partialSelector.matches(document.json) { return nil }
         var key: [JSONValue] = []
         key.reserveCapacity(fields.count)

@@ -208,7 +208,7 @@ final class MangoTextStore: @unchecked Sendable {
                 collect(value)
             }
         } else if case .object(let object) = document {
-            for member in object.members where !member.key.hasPrefix("_") { collect(member.value) }
+            for member in object.members where !member.key.hasBytePrefix("_") { collect(member.value) }
         }
         return parts.joined(separator: "\n")
     }

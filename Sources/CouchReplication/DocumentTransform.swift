@@ -62,7 +62,7 @@ public struct DocumentTransform: Sendable {
         let documents = revisions.map(\.document)  // parsed once: a fetched revision may hold only its JSON
         let inputs = zip(revisions, documents).map { revision, document -> Input in
             var body = JSONObject()
-            for (key, value) in document where !key.hasPrefix("_") { body[key] = value }
+            for (key, value) in document where !key.hasBytePrefix("_") { body[key] = value }
             return (revision.id, body)
         }
         let results = transformBatch(inputs, direction)
@@ -73,8 +73,8 @@ public struct DocumentTransform: Sendable {
             switch result {
             case .success(let body):
                 var document = JSONObject()
-                for (key, value) in documents[index] where key.hasPrefix("_") { document[key] = value }
-                for (key, value) in body where !key.hasPrefix("_") { document[key] = value }
+                for (key, value) in documents[index] where key.hasBytePrefix("_") { document[key] = value }
+                for (key, value) in body where !key.hasBytePrefix("_") { document[key] = value }
                 transformed.append(ReplicatedRevision(id: revision.id, revision: revision.revision, document: document))
             case .failure(let error):
                 failures.append(WriteFailure(id: revision.id, revision: revision.revision, error: error.error,

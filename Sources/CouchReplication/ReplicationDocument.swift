@@ -160,7 +160,7 @@ public enum ReplicationDocument {
     /// The members that define the replication (what a change must touch to restart it).
     static func definition(_ body: JSONObject) -> String {
         var members = JSONObject()
-        for (key, value) in body where !key.hasPrefix("_") && key != "owner" { members[key] = value }
+        for (key, value) in body where !key.hasBytePrefix("_") && key != "owner" { members[key] = value }
         return JSONValue.object(members).serializedString()
     }
 

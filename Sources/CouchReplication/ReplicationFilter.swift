@@ -11,7 +11,7 @@ public enum ReplicationFilter: Sendable, Equatable {
 
     /// The named filter's design document and function name (`ddoc/name`).
     var designFunction: (designDocument: DocumentID, name: String)? {
-        guard case .named(let name, _) = self, !name.hasPrefix("_") else { return nil }
+        guard case .named(let name, _) = self, !name.hasBytePrefix("_") else { return nil }
         let parts = name.split(separator: "/", maxSplits: 1)
         guard parts.count == 2 else { return nil }
         return (DocumentID(DocumentID.designPrefix + parts[0]), String(parts[1]))

@@ -168,7 +168,7 @@ public final class ReplicationManager: @unchecked Sendable {
                 return JSONValue.object(object).serialized()
             }
             return function.apply(texts, direction: direction.rawValue).map { result in
-                result.map { document in document.filter { !$0.key.hasPrefix("_") } }
+                result.map { document in document.filter { !$0.key.hasBytePrefix("_") } }
             }
         })
     }

@@ -131,7 +131,7 @@ public struct ReplicationSettings: Sendable {
                 guard let object = query.objectValue else { throw .badRequest("`query_params` must be an object") }
                 parameters = object
             }
-            if !text.hasPrefix("_") && !text.contains("/") {
+            if !text.hasBytePrefix("_") && !text.contains("/") {
                 throw .badRequest("Invalid filter. Must match `ddocname/filtername` or `filtername`.")
             }
             return .named(text, queryParameters: parameters)

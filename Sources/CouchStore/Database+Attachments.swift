@@ -69,7 +69,7 @@ extension Database {
         var staged: [StagedBlob] = []
         do {
             for (name, value) in attachments {
-                if name.hasPrefix("_") {
+                if name.hasBytePrefix("_") {
                     throw CouchError.badRequest("Attachment name '\(name)' starts with prohibited character '_'")
                 }
                 guard let meta = value.objectValue else {

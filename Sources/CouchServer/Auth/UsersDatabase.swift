@@ -141,11 +141,11 @@ enum UsersDatabase {
                 throw refuse("Only _admin may set roles")
             }
         }
-        if roles.contains(where: { $0 != "_metrics" && $0.hasPrefix("_") }) {
+        if roles.contains(where: { $0 != "_metrics" && $0.hasBytePrefix("_") }) {
             throw refuse("No system roles (starting with underscore) in users db.")
         }
         guard withAuthDesignDocument, let name else { return }
-        if name.hasPrefix("_") { throw refuse("Username may not start with underscore.") }
+        if name.hasBytePrefix("_") { throw refuse("Username may not start with underscore.") }
         if name.contains(":") { throw refuse("Character `:` is not allowed in usernames.") }
     }
 }

@@ -107,7 +107,7 @@ enum AllDocumentsRoute {
         guard var keyList = keys.arrayValue else { throw CouchError.badRequest("`keys` must be an array") }
         // `_design_docs` lists design documents only: CouchDB leaves other keys out, unanswered.
         if case .design = namespace {
-            keyList = keyList.filter { $0.stringValue?.hasPrefix("_design/") == true }
+            keyList = keyList.filter { $0.stringValue?.hasBytePrefix("_design/") == true }
         }
         // A key outside the listed partition names no document of it.
         let ids = keyList.map { key -> DocumentID in

@@ -95,7 +95,7 @@ enum AttachmentRoutes {
 
     /// CouchDB refuses attachment names it would confuse with its own resources.
     static func validate(_ name: String) throws(CouchError) {
-        if name.isEmpty || name.hasPrefix("_") {
+        if name.isEmpty || name.hasBytePrefix("_") {
             throw CouchError.badRequest("Attachment name '\(name)' starts with prohibited character '_'")
         }
     }

@@ -48,7 +48,7 @@ enum IndexRoutes {
         guard parts.count == 3 else {
             throw CouchError(.methodNotAllowed, "Only POST allowed")
         }
-        let design = parts[0].hasPrefix("_design/") ? parts[0] : "_design/" + parts[0]
+        let design = parts[0].hasBytePrefix("_design/") ? parts[0] : "_design/" + parts[0]
         let database = try context.database()
         guard let index = try MangoIndex.list(in: database).first(where: {
             $0.designID == design && $0.kind.rawValue == parts[1] && $0.name == parts[2]
@@ -71,7 +71,7 @@ enum IndexRoutes {
         let database = try context.database()
         var success: [JSONValue] = [], fail: [JSONValue] = []
         for raw in ids.compactMap(\.stringValue) {
-            let design = raw.hasPrefix("_design/") ? raw : "_design/" + raw
+            let design = raw.hasBytePrefix("_design/") ? raw : "_design/" + raw
             let indexes = try MangoIndex.list(in: database).filter { $0.designID == design }
             do {
                 guard !indexes.isEmpty else { throw CouchError.notFound("missing") }

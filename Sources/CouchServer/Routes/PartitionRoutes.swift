@@ -15,7 +15,7 @@ enum PartitionRoutes {
     static func post(_ context: RouteContext) throws -> HTTPResponse {
         guard case .partition(_, let partition, let rest) = context.endpoint else { throw CouchError.notFound() }
         if rest.isEmpty {
-            if partition.hasPrefix("_") {
+            if partition.hasBytePrefix("_") {
                 throw CouchError(.illegalPartition, "Partition must not start with an underscore")
             }
             throw CouchError(.methodNotAllowed, "Only GET,HEAD allowed")
