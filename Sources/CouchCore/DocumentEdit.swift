@@ -176,8 +176,16 @@ public struct DocumentEdit: Sendable {
     /// can be made before the writer and hashed there with the parent it turns out to follow.
     public var bodyTerm: [UInt8] {
         var term = ExternalTermWriter(fragment: true)
-        term.object(body)
+        writeBody(to: &term)
         return term.bytes
+    }
+
+    private func writeBody(to term: inout ExternalTermWriter) {
+        if let encodedBody {
+            encodedBody.withUnsafeBufferPointer { term.canonicalJSON($0) }
+        } else {
+            term.object(parsedBody)
+        }
     }
 
     /// The revision ID this edit gets when it follows `parent`, as CouchDB computes it
@@ -193,7 +201,7 @@ public struct DocumentEdit: Sendable {
         term.bool(isDeleted)
         term.integer(parent?.generation ?? 0)
         if let parent { term.binary(parent.digestBinary) } else { term.integer(0) }
-        if let bodyTerm { term.appendRaw(bodyTerm[...]) } else { term.object(body) }
+        if let bodyTerm { term.appendRaw(bodyTerm[...]) } else { writeBody(to: &term) }
         if attachments.isEmpty {
             term.emptyList()
         } else {

@@ -132,6 +132,23 @@ public struct ExternalTermWriter: Sendable {
         append32(UInt32(truncatingIfNeeded: count))
     }
 
+    /// The start of a list whose count is not known yet: returns where it starts, for `endList(_:count:)`.
+    mutating func beginList() -> Int {
+        let start = bytes.count
+        listHeader(0)
+        return start
+    }
+
+    /// Ends the list begun at `start` with `count` elements.
+    mutating func endList(_ start: Int, count: Int) {
+        let value = UInt32(truncatingIfNeeded: count)
+        for index in 0..<4 { bytes[start + 1 + index] = UInt8(truncatingIfNeeded: value >> UInt32(24 - 8 * index)) }
+        endList()
+    }
+
+    /// Drops what was written from `count` on.
+    mutating func truncate(to count: Int) { bytes.removeSubrange(count...) }
+
     /// `[]`, also the tail that ends every proper list.
     public mutating func emptyList() { bytes.append(Tag.nil) }
     public mutating func endList() { bytes.append(Tag.nil) }

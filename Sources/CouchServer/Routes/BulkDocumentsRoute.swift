@@ -13,7 +13,7 @@ enum BulkDocumentsRoute {
 
     static func postBulkDocuments(_ context: RouteContext) throws -> HTTPResponse {
         try context.requireJSONContentType()
-        let request = try replicatedRequest(context) ?? parsedRequest(context)
+        let request = try cursorRequest(context) ?? parsedRequest(context)
         let (edits, newEdits) = (request.edits, request.newEdits)
         // CouchDB 3 answers `all_or_nothing` with 417 for every document, writing none (its
         // clustered `fabric_doc_update` cannot make a write atomic across shards).
@@ -79,16 +79,16 @@ enum BulkDocumentsRoute {
                        w: body["w"])
     }
 
-    /// A `new_edits: false` request (a replicator's) read without parsing its documents' bodies,
-    /// which are stored as the bytes they came in when those are canonical
-    /// (`DocumentEdit.init(canonical:)`): building and writing them again was a third of the
-    /// target's work in a replication. Nil for any other request, or anything unusual (invalid
-    /// JSON, a member twice), which `parsedRequest` reads and answers as before.
-    private static func replicatedRequest(_ context: RouteContext) throws -> Request? {
+    /// The request read by a cursor, without parsing its documents' bodies, which are stored as
+    /// the bytes they came in when those are canonical (`DocumentEdit.init(canonical:)`): building
+    /// each body's value and writing it again was a third of a target's work in a replication.
+    /// Nil for anything unusual (invalid JSON, a member twice, a `new_edits` that is not a
+    /// boolean), which `parsedRequest` reads and answers as before.
+    private static func cursorRequest(_ context: RouteContext) throws -> Request? {
         let bytes = context.request.body[...]
-        guard namesNewEdits(bytes) else { return nil }
         var documents: [Range<Int>]?
-        var newEdits: Bool?
+        var newEdits: JSONValue?
+        var allOrNothing: JSONValue?
         var w: JSONValue?
         let read: Void? = try? JSONCursor.read(bytes, maximumDepth: JSONDepth.maximumParsed) { cursor throws(JSONParseError) in
             var seen: Set<String> = []
@@ -101,31 +101,22 @@ enum BulkDocumentsRoute {
                     try cursor.enterArray()
                     while try cursor.nextElement() { ranges.append(try cursor.skipValue()) }
                     documents = ranges
-                case "new_edits": newEdits = try cursor.readValue().boolValue
+                case "new_edits": newEdits = try cursor.readValue()
+                case "all_or_nothing": allOrNothing = try cursor.readValue()
                 case "w": w = try cursor.readValue()
                 default: _ = try cursor.skipValue()
                 }
             }
         }
-        guard read != nil, newEdits == false, let documents else { return nil }
+        guard read != nil, let documents else { return nil }
+        let flag = newEdits.map { $0.boolValue } ?? true
+        guard let flag else { return nil }
         let edits = try documents.map { range throws -> DocumentEdit in
             let document = bytes[range]
             let edit = try DocumentEdit(canonical: document) ?? DocumentEdit(json: try parse(document))
-            return try checked(edit, newEdits: false, context)
+            return try checked(edit, newEdits: flag, context)
         }
-        return Request(edits: edits, newEdits: false, allOrNothing: false, w: w)
-    }
-
-    /// Whether `"new_edits"` is among the body's first or last bytes, where replicators put it
-    /// (CouchDB's first, PouchDB's last): other bodies are not read twice.
-    private static func namesNewEdits(_ bytes: ArraySlice<UInt8>) -> Bool {
-        let name = Array(#""new_edits""#.utf8)
-        let window = 64
-        func appears(in part: ArraySlice<UInt8>) -> Bool {
-            guard part.count >= name.count else { return false }
-            return (part.startIndex...(part.endIndex - name.count)).contains { part[$0..<($0 + name.count)].elementsEqual(name) }
-        }
-        return appears(in: bytes.prefix(window)) || appears(in: bytes.suffix(window))
+        return Request(edits: edits, newEdits: flag, allOrNothing: allOrNothing?.boolValue == true, w: w)
     }
 
     private static func parse(_ document: ArraySlice<UInt8>) throws(CouchError) -> JSONValue {

@@ -1,12 +1,13 @@
 import CouchCore
 import CouchTestSupport
+import Foundation
 import Testing
 
-/// A replicator's `_bulk_docs` (`new_edits: false`) keeps each document's body as the bytes it
-/// came in when those are what parsing and writing it again would give: every document, whatever
-/// its bytes, is answered and stored exactly as the same request read the usual way (here forced
-/// by giving `new_edits` twice, which only the usual reading takes).
-@Suite struct ReplicatedBulkDocsTests {
+/// `_bulk_docs` keeps each document's body as the bytes it came in when those are what parsing
+/// and writing it again would give: every document, whatever its bytes, is answered and stored
+/// exactly as the same request read the usual way (here forced by giving a member twice, which
+/// only the usual reading takes), replicated (`new_edits: false`) or not.
+@Suite struct BulkDocsBodiesAsSentTests {
     static let rev = "1-0123456789abcdef0123456789abcdef"
 
     static let documents: [String] = [
@@ -33,7 +34,31 @@ import Testing
         #"{"_id":"norev","x":1}"#,
     ]
 
-    @Test func eachDocumentIsAnsweredAndStoredAsTheUsualReadingDoes() throws {
+    @Test func eachNewEditIsAnsweredAndStoredAsTheUsualReadingDoes() throws {
+        let server = try TestServer()
+        defer { server.stop() }
+        try server.createDatabase("fast")
+        try server.createDatabase("usual")
+        var written = 0
+        for document in Self.documents {
+            // New documents (no `_rev`), then an update of each one written.
+            let new = document.replacingOccurrences(of: #""_rev":"\#(Self.rev)","#, with: "")
+            let fast = try server.request("POST", "/fast/_bulk_docs", body: #"{"docs":[\#(new)]}"#)
+            let usual = try server.request("POST", "/usual/_bulk_docs", body: #"{"docs":[\#(new)],"docs":[\#(new)]}"#)
+            #expect(fast.status == usual.status && fast.text == usual.text, "\(new): \(fast.text) / \(usual.text)")
+            guard let result = try? JSONValue.parse(fast.body)[0], let rev = result["rev"]?.stringValue,
+                  let id = result["id"]?.stringValue, !id.hasPrefix("_local") else { continue }
+            written += 1
+            let update = #"{"docs":[{"_id":"\#(id)","_rev":"\#(rev)","n":2,"s":"x\ny","é":[1,2,300]}]}"#
+            let updated = try server.request("POST", "/fast/_bulk_docs", body: update)
+            #expect(updated.text == (try server.request("POST", "/usual/_bulk_docs", body: update)).text)
+        }
+        #expect(written >= 10)
+        let listed = try server.request("GET", "/fast/_all_docs?include_docs=true&conflicts=true")
+        #expect(listed.text == (try server.request("GET", "/usual/_all_docs?include_docs=true&conflicts=true")).text)
+    }
+
+    @Test func eachReplicatedDocumentIsAnsweredAndStoredAsTheUsualReadingDoes() throws {
         let server = try TestServer()
         defer { server.stop() }
         try server.createDatabase("fast")
