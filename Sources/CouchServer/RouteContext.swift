@@ -48,6 +48,13 @@ public struct RouteContext: Sendable {
         return object
     }
 
+    /// The body as a document's edit: its bytes kept as the stored body when they are canonical
+    /// (`DocumentEdit.init(canonical:)`), parsed into values otherwise, with the same outcome.
+    public func documentEditBody() throws(CouchError) -> DocumentEdit {
+        if let edit = try DocumentEdit(canonical: request.body[...]) { return edit }
+        return try DocumentEdit(json: jsonBody())
+    }
+
     /// CouchDB insists on `Content-Type: application/json` for some POSTs.
     public func requireJSONContentType() throws(CouchError) {
         guard request.contentType == "application/json" else {

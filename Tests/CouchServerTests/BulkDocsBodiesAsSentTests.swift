@@ -3,10 +3,10 @@ import CouchTestSupport
 import Foundation
 import Testing
 
-/// `_bulk_docs` keeps each document's body as the bytes it came in when those are what parsing
-/// and writing it again would give: every document, whatever its bytes, is answered and stored
+/// A written document keeps its body as the bytes it came in when those are what parsing and
+/// writing it again would give: every document, whatever its bytes, is answered and stored
 /// exactly as the same request read the usual way (here forced by giving a member twice, which
-/// only the usual reading takes), replicated (`new_edits: false`) or not.
+/// only the usual reading takes, or by a leading space), replicated (`new_edits: false`) or not.
 @Suite struct BulkDocsBodiesAsSentTests {
     static let rev = "1-0123456789abcdef0123456789abcdef"
 
@@ -56,6 +56,28 @@ import Testing
         #expect(written >= 10)
         let listed = try server.request("GET", "/fast/_all_docs?include_docs=true&conflicts=true")
         #expect(listed.text == (try server.request("GET", "/usual/_all_docs?include_docs=true&conflicts=true")).text)
+    }
+
+    /// `PUT /db/doc` and `POST /db` read a body the same way (made not canonical by a leading space).
+    @Test func eachDocumentPutOrPostedIsAnsweredAndStoredAsTheUsualReadingDoes() throws {
+        let server = try TestServer()
+        defer { server.stop() }
+        try server.createDatabase("fast")
+        try server.createDatabase("usual")
+        var written = 0
+        for (index, document) in Self.documents.enumerated() {
+            let new = document.replacingOccurrences(of: #""_rev":"\#(Self.rev)","#, with: "")
+            let fast = try server.request("PUT", "/fast/put-\(index)", body: new)
+            let usual = try server.request("PUT", "/usual/put-\(index)", body: " " + new)
+            #expect(fast.status == usual.status && fast.text == usual.text, "\(new): \(fast.text) / \(usual.text)")
+            if fast.status == 201 { written += 1 }
+            guard new.contains(#""_id""#), !new.contains("_local") else { continue }
+            let posted = try server.request("POST", "/fast", body: new)
+            #expect(posted.text == (try server.request("POST", "/usual", body: " " + new)).text, "\(new)")
+        }
+        #expect(written >= 10)
+        let listed = try server.request("GET", "/fast/_all_docs?include_docs=true")
+        #expect(listed.text == (try server.request("GET", "/usual/_all_docs?include_docs=true")).text)
     }
 
     @Test func eachReplicatedDocumentIsAnsweredAndStoredAsTheUsualReadingDoes() throws {

@@ -56,15 +56,15 @@ enum DocumentRoutes {
         let id = try context.documentID
         let database = try context.database()
         var following: [String: StagedBlob] = [:]
-        let json: JSONValue
+        var edit: DocumentEdit
         if let upload = context.request.bodySink as? MultipartUploadSink {
             let received = try upload.finish()
-            json = try parseDocument(received.document)
+            let json = try parseDocument(received.document)
             following = try matchFollowingParts(json, parts: received.parts, database: database)
+            edit = try DocumentEdit(json: json)
         } else {
-            json = try context.jsonBody()
+            edit = try context.documentEditBody()
         }
-        var edit = try DocumentEdit(json: json)
         edit.id = id
         try database.validatePartitioned(id)
         edit.revision = try reconcileRevision(body: edit.revision, context)
@@ -116,7 +116,7 @@ enum DocumentRoutes {
 
     static func postDocument(_ context: RouteContext) throws -> HTTPResponse {
         try context.requireJSONContentType()
-        var edit = try DocumentEdit(json: try context.jsonBody())
+        var edit = try context.documentEditBody()
         let id = edit.id ?? DocumentID(context.server.uuids.next())
         edit.id = id
         let database = try context.database()
