@@ -58,7 +58,7 @@ extension ExternalTermWriter {
             let written = self.bytes.count
             canonicalValue(bytes, &position)
             // SMALL_INTEGER_EXT: an integer literal in 0...255, which nothing else is written as.
-            smallIntegers = smallIntegers && self.bytes.count == written + 2 && self.bytes[written] == 97
+            smallIntegers = smallIntegers && self.bytes.count == written + 2 && self.bytes[written] == Self.smallIntegerTag
             count += 1
             let separator = bytes[position]
             position += 1

@@ -30,6 +30,9 @@ public struct ExternalTermWriter: Sendable {
         static let largeBig: UInt8 = 111
     }
 
+    /// `SMALL_INTEGER_EXT`'s tag, by which an element written as an integer in 0...255 is known.
+    static let smallIntegerTag = Tag.smallInteger
+
     /// Bytes already in the format (a precomputed part of a term).
     public mutating func appendRaw(_ raw: ArraySlice<UInt8>) { bytes.append(contentsOf: raw) }
 

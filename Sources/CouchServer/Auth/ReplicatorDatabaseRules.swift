@@ -11,11 +11,12 @@ enum ReplicatorDatabaseRules {
     static func prepare(_ edit: DocumentEdit, id: DocumentID, parent: JSONObject?, user: UserContext,
                         isAdmin: Bool) throws(CouchError) -> DocumentEdit {
         guard !id.isDesign, !id.isLocal else { return edit }
-        try ReplicationDocument.validate(edit.body, isDeleted: edit.isDeleted, old: parent, userName: user.name,
+        let body = edit.body  // parsed once when the edit came as bytes
+        try ReplicationDocument.validate(body, isDeleted: edit.isDeleted, old: parent, userName: user.name,
                                          roles: user.roles, isAdmin: isAdmin)
         guard !edit.isDeleted else { return edit }
         var prepared = edit
-        prepared.body = try ReplicationDocument.settingOwner(edit.body, userName: user.name, isAdmin: isAdmin)
+        prepared.body = try ReplicationDocument.settingOwner(body, userName: user.name, isAdmin: isAdmin)
         return prepared
     }
 }

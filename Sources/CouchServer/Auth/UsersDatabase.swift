@@ -52,15 +52,16 @@ enum UsersDatabase {
         guard let id = edit.id else { return edit }
         try checkWrite(id, user: user, isAdmin: isAdmin)
         var prepared = edit
-        switch edit.body["password"] {
+        let sent = edit.body  // parsed once when the edit came as bytes
+        switch sent["password"] {
         case nil, .null?:
             break
         case .string(let password)?:
             try rules.check(password)
-            let salt = edit.body["preserve_salt"] == true ? edit.body["salt"]?.stringValue : nil
+            let salt = sent["preserve_salt"] == true ? sent["salt"]?.stringValue : nil
             var body = JSONObject()
             for (key, value) in hasher.hash(password, salt: salt).userDocumentMembers { body[key] = value }
-            for (key, value) in edit.body where !passwordMembers.contains(key) { body[key] = value }
+            for (key, value) in sent where !passwordMembers.contains(key) { body[key] = value }
             prepared.body = body
         case _?:
             throw CouchError(.forbidden, "Password value is invalid.")
@@ -70,8 +71,8 @@ enum UsersDatabase {
         // Only the server hashes a non-admin's password: otherwise a sign-up could carry a hash
         // of a billion iterations that every login attempt would then pay. (Couchette's rule,
         // after CouchDB's own, so that their refusals come first.)
-        if edit.body["password"] == nil || edit.body["password"] == .null, !isAdmin, !edit.isDeleted {
-            for key in credentialMembers where edit.body[key] != parent?[key] {
+        if sent["password"] == nil || sent["password"] == .null, !isAdmin, !edit.isDeleted {
+            for key in credentialMembers where sent[key] != parent?[key] {
                 throw CouchError(.forbidden, "Only admins may set `\(key)`; send `password` instead.")
             }
         }
