@@ -34,11 +34,18 @@ import Testing
         #"{"_id":"norev","x":1}"#,
     ]
 
-    @Test func eachNewEditIsAnsweredAndStoredAsTheUsualReadingDoes() throws {
+    /// A server with the databases `fast` (written to as usual) and `usual` (written to in a way
+    /// only the usual reading takes).
+    static func serverWithTwoDatabases() throws -> TestServer {
         let server = try TestServer()
-        defer { server.stop() }
         try server.createDatabase("fast")
         try server.createDatabase("usual")
+        return server
+    }
+
+    @Test func eachNewEditIsAnsweredAndStoredAsTheUsualReadingDoes() throws {
+        let server = try Self.serverWithTwoDatabases()
+        defer { server.stop() }
         var written = 0
         for document in Self.documents {
             // New documents (no `_rev`), then an update of each one written.
@@ -60,10 +67,8 @@ import Testing
 
     /// `PUT /db/doc` and `POST /db` read a body the same way (made not canonical by a leading space).
     @Test func eachDocumentPutOrPostedIsAnsweredAndStoredAsTheUsualReadingDoes() throws {
-        let server = try TestServer()
+        let server = try Self.serverWithTwoDatabases()
         defer { server.stop() }
-        try server.createDatabase("fast")
-        try server.createDatabase("usual")
         var written = 0
         for (index, document) in Self.documents.enumerated() {
             let new = document.replacingOccurrences(of: #""_rev":"\#(Self.rev)","#, with: "")
@@ -81,10 +86,8 @@ import Testing
     }
 
     @Test func eachReplicatedDocumentIsAnsweredAndStoredAsTheUsualReadingDoes() throws {
-        let server = try TestServer()
+        let server = try Self.serverWithTwoDatabases()
         defer { server.stop() }
-        try server.createDatabase("fast")
-        try server.createDatabase("usual")
         for document in Self.documents {
             let fast = try server.request("POST", "/fast/_bulk_docs", body: #"{"new_edits":false,"docs":[\#(document)]}"#)
             let usual = try server.request("POST", "/usual/_bulk_docs",
@@ -113,10 +116,8 @@ import Testing
     }
 
     @Test func aRequestOfManyDocumentsMixesBothReadings() throws {
-        let server = try TestServer()
+        let server = try Self.serverWithTwoDatabases()
         defer { server.stop() }
-        try server.createDatabase("fast")
-        try server.createDatabase("usual")
         // Canonical documents and ones that are not, in one request of several chunks.
         let documents = (0..<300).map { index in
             index % 7 == 0 ? #"{"_id":"doc-\#(index)", "_rev":"\#(Self.rev)","n":\#(index)}"#
