@@ -11,12 +11,13 @@ struct CanonicalJSON: ~Copyable {
     /// An object with more keys than this is not checked for duplicates (it is left to the parser).
     private static let keysChecked = 128
 
-    init(_ buffer: UnsafeBufferPointer<UInt8>, maximumDepth: Int) {
+    /// A scanner of `buffer` from `start` (which must be inside it).
+    init(_ buffer: UnsafeBufferPointer<UInt8>, from start: Int = 0, maximumDepth: Int) {
         parser = _JSONParser(start: buffer.baseAddress!, count: buffer.count, maximumDepth: maximumDepth)
+        parser.pos = start
     }
 
     var position: Int { parser.pos }
-    var atEnd: Bool { parser.pos == parser.end }
 
     /// Passes an object's members, handing each one's key and value ranges to `member`; false if
     /// the object is not canonical.

@@ -77,31 +77,52 @@ public struct DocumentEdit: Sendable {
     /// as the bytes it came in; nil unless they are canonical (`CanonicalJSON`) and nest at most
     /// `maximumDepth` levels, for `init(json:)` to read instead. Only the special members are parsed.
     public init?(canonical bytes: ArraySlice<UInt8>, maximumDepth: Int = JSONDepth.maximumDocument) throws(CouchError) {
-        var specialMembers: [(key: String, value: JSONValue)] = []
-        var body: [UInt8] = [_openBrace]
-        body.reserveCapacity(bytes.count)
-        let canonical = bytes.withUnsafeBufferPointer { buffer -> Bool in
-            guard buffer.count > 0 else { return false }
-            var scanner = CanonicalJSON(buffer, maximumDepth: maximumDepth)
+        let scanned = bytes.withUnsafeBufferPointer { buffer -> CanonicalDocument? in
+            guard let (document, end) = CanonicalDocument.scan(buffer, from: 0, maximumDepth: maximumDepth),
+                  end == buffer.count else { return nil }
+            return document
+        }
+        guard let scanned else { return nil }
+        self = try scanned.edit()
+    }
+
+    /// A canonical document object found in bytes, its special members not read yet: a request
+    /// reads its documents as it checks its JSON, and their errors come after any in the JSON.
+    public struct CanonicalDocument: Sendable {
+        fileprivate var specialMembers: [(key: String, value: JSONValue)] = []
+        fileprivate var body: [UInt8] = [_openBrace]
+        fileprivate let maximumDepth: Int
+
+        /// The object at `start` in `buffer` and where it ends; nil unless it is canonical and nests
+        /// at most `maximumDepth` levels.
+        public static func scan(_ buffer: UnsafeBufferPointer<UInt8>, from start: Int,
+                                maximumDepth: Int = JSONDepth.maximumDocument) -> (CanonicalDocument, end: Int)? {
+            guard start < buffer.count else { return nil }
+            var document = CanonicalDocument(maximumDepth: maximumDepth)
+            var scanner = CanonicalJSON(buffer, from: start, maximumDepth: maximumDepth)
             let canonical = scanner.passObject { key, value in
                 if buffer[key.lowerBound + 1] == UInt8(ascii: "_") {
-                    let name = Self.value(buffer, key).stringValue ?? ""
-                    specialMembers.append((name, Self.value(buffer, value)))
-                    guard Self.keptSpecialMembers.contains(name) else { return }
+                    let name = DocumentEdit.value(buffer, key).stringValue ?? ""
+                    document.specialMembers.append((name, DocumentEdit.value(buffer, value)))
+                    guard DocumentEdit.keptSpecialMembers.contains(name) else { return }
                 }
-                if body.count > 1 { body.append(_comma) }
-                body.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[key.lowerBound..<value.upperBound]))
+                if document.body.count > 1 { document.body.append(_comma) }
+                document.body.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[key.lowerBound..<value.upperBound]))
             }
-            return canonical && scanner.atEnd
+            guard canonical else { return nil }
+            document.body.append(_closeBrace)
+            return (document, scanner.position)
         }
-        guard canonical else { return nil }
-        // Read once the whole document is known canonical (no key twice), as `init(json:)` reads them.
-        var special = SpecialMembers()
-        for (key, value) in specialMembers { try special.read(key, value) }
-        body.append(_closeBrace)
-        try self.init(special, body: JSONObject(), isLocal: false)
-        encodedBody = body
-        encodedDepthLimit = maximumDepth
+
+        /// The edit, its special members read as `init(json:)` reads them.
+        public func edit() throws(CouchError) -> DocumentEdit {
+            var special = SpecialMembers()
+            for (key, value) in specialMembers { try special.read(key, value) }
+            var edit = try DocumentEdit(special, body: JSONObject(), isLocal: false)
+            edit.encodedBody = body
+            edit.encodedDepthLimit = maximumDepth
+            return edit
+        }
     }
 
     /// The value of canonical bytes (which parse).

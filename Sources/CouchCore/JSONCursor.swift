@@ -97,6 +97,21 @@ public struct JSONCursor: ~Copyable {
         return (base + start)..<(base + parser.pos)
     }
 
+    /// Passes the value that comes next with `pass`, given the bytes read and where the value
+    /// starts in them, which returns where it ends if it took the value (having checked it as
+    /// strictly as the parser), or nil to have it checked and passed as `skipValue` does.
+    /// Returns where the value lies in the bytes read.
+    public mutating func passValue(_ pass: (UnsafeBufferPointer<UInt8>, Int) -> Int?) throws(JSONParseError) -> Range<Int> {
+        parser.skipWhitespace()
+        let start = parser.pos
+        if let end = pass(UnsafeBufferPointer(start: parser.bytes, count: parser.end), start) {
+            parser.pos = end
+        } else {
+            try parser.skipValue()
+        }
+        return (base + start)..<(base + parser.pos)
+    }
+
     /// Where the next value starts (after whitespace), as an index in the bytes read.
     public mutating func valueStart() -> Int {
         parser.skipWhitespace()

@@ -80,13 +80,13 @@ enum BulkDocumentsRoute {
     }
 
     /// The request read by a cursor, without parsing its documents' bodies, which are stored as
-    /// the bytes they came in when those are canonical (`DocumentEdit.init(canonical:)`): building
+    /// the bytes they came in when those are canonical (`DocumentEdit.CanonicalDocument`): building
     /// each body's value and writing it again was a third of a target's work in a replication.
     /// Nil for anything unusual (invalid JSON, a member twice, a `new_edits` that is not a
     /// boolean), which `parsedRequest` reads and answers as before.
     private static func cursorRequest(_ context: RouteContext) throws -> Request? {
         let bytes = context.request.body[...]
-        var documents: [Range<Int>]?
+        var documents: [Sent]?
         var newEdits: JSONValue?
         var allOrNothing: JSONValue?
         var w: JSONValue?
@@ -94,13 +94,9 @@ enum BulkDocumentsRoute {
             var seen: Set<String> = []
             try cursor.enterObject()
             while let key = try cursor.nextMember() {
-                guard seen.insert(key).inserted else { throw JSONParseError(offset: cursor.position, message: "given twice") }
+                guard seen.insert(key).inserted else { throw JSONParseError(offset: cursor.position, message: "twice") }
                 switch key {
-                case "docs":
-                    var ranges: [Range<Int>] = []
-                    try cursor.enterArray()
-                    while try cursor.nextElement() { ranges.append(try cursor.skipValue()) }
-                    documents = ranges
+                case "docs": documents = try readDocuments(&cursor)
                 case "new_edits": newEdits = try cursor.readValue()
                 case "all_or_nothing": allOrNothing = try cursor.readValue()
                 case "w": w = try cursor.readValue()
@@ -111,12 +107,31 @@ enum BulkDocumentsRoute {
         guard read != nil, let documents else { return nil }
         let flag = newEdits.map { $0.boolValue } ?? true
         guard let flag else { return nil }
-        let edits = try documents.map { range throws -> DocumentEdit in
-            let document = bytes[range]
-            let edit = try DocumentEdit(canonical: document) ?? DocumentEdit(json: try parse(document))
+        let edits = try documents.map { document throws -> DocumentEdit in
+            let edit = try document.canonical?.edit() ?? DocumentEdit(json: try parse(bytes[document.range]))
             return try checked(edit, newEdits: flag, context)
         }
         return Request(edits: edits, newEdits: flag, allOrNothing: allOrNothing?.boolValue == true, w: w)
+    }
+
+    /// A document as the request sent it: found canonical while its JSON was checked, or to be
+    /// parsed from its range.
+    private typealias Sent = (canonical: DocumentEdit.CanonicalDocument?, range: Range<Int>)
+
+    /// The `docs` array, each document read as a canonical one in the same pass that checks it.
+    private static func readDocuments(_ cursor: inout JSONCursor) throws(JSONParseError) -> [Sent] {
+        var documents: [Sent] = []
+        try cursor.enterArray()
+        while try cursor.nextElement() {
+            var canonical: DocumentEdit.CanonicalDocument?
+            let range = try cursor.passValue { buffer, start in
+                guard let (document, end) = DocumentEdit.CanonicalDocument.scan(buffer, from: start) else { return nil }
+                canonical = document
+                return end
+            }
+            documents.append((canonical, range))
+        }
+        return documents
     }
 
     private static func parse(_ document: ArraySlice<UInt8>) throws(CouchError) -> JSONValue {
