@@ -373,27 +373,6 @@ public final class Listener: @unchecked Sendable {
         return result
     }
 
-    /// Bodies this large are lent to libmicrohttpd, not copied: a copy of a megabyte-sized body
-    /// (a `_bulk_get` batch) lands on freshly mapped pages, whose faults cost more than the copy.
-    private static let lentBodySize = 64 * 1024
-
-    private static func response(sending bytes: [UInt8]) -> OpaquePointer? {
-        guard bytes.count >= lentBodySize else {
-            return bytes.withUnsafeBytes { raw in
-                MHD_create_response_from_buffer(raw.count, UnsafeMutableRawPointer(mutating: raw.baseAddress),
-                                                MHD_ResponseMemoryMode(rawValue: 2)!) // MHD_RESPMEM_MUST_COPY
-            }
-        }
-        // The box keeps the array (and so its storage, which a `let` never moves) alive until
-        // libmicrohttpd destroys the response.
-        let box = Unmanaged.passRetained(LentBody(bytes))
-        let address = box.takeUnretainedValue().bytes.withUnsafeBytes { UnsafeMutableRawPointer(mutating: $0.baseAddress) }
-        let response = MHD_create_response_from_buffer_with_free_callback_cls(bytes.count, address, lentBodyReleased,
-                                                                              box.toOpaque())
-        if response == nil { box.release() }
-        return response
-    }
-
     /// `Server`, `Date`, and unless the response has its own, CouchDB's default `Cache-Control`
     /// and a request ID (the client's own when it sent one).
     fileprivate static func addCommonHeaders(to response: OpaquePointer, cacheControl: Bool = true,
@@ -458,17 +437,6 @@ private let requestCompleted: MHD_RequestCompletedCallback = { context, _, state
     state?.pointee = nil
 }
 
-/// A response body lent to libmicrohttpd (`Listener.response(sending:)`).
-private final class LentBody {
-    let bytes: [UInt8]
-    init(_ bytes: [UInt8]) { self.bytes = bytes }
-}
-
-private let lentBodyReleased: MHD_ContentReaderFreeCallback = { context in
-    guard let context else { return }
-    Unmanaged<LentBody>.fromOpaque(context).release()
-}
-
 private let connectionNotified: MHD_NotifyConnectionCallback = { context, connection, _, code in
     guard let context else { return }
     let listener = Unmanaged<Listener>.fromOpaque(context).takeUnretainedValue()
@@ -485,11 +453,7 @@ private let errorPage: couchette_mhd_error_page_builder = { message, length in
     var body: [UInt8] = []
     error.json.write(to: &body)
     body.append(10)
-    let response = body.withUnsafeBytes { raw in
-        MHD_create_response_from_buffer(raw.count, UnsafeMutableRawPointer(mutating: raw.baseAddress),
-                                        MHD_ResponseMemoryMode(rawValue: 2)!) // MHD_RESPMEM_MUST_COPY
-    }
-    guard let response else { return nil }
+    guard let response = Listener.response(sending: body) else { return nil }
     MHD_add_response_header(response, "Content-Type", "application/json")
     Listener.addCommonHeaders(to: response)
     return response

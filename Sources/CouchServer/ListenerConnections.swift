@@ -5,7 +5,7 @@ import Foundation
 
 // The listener's per-connection state: a request between libmicrohttpd's callbacks, and the
 // connections it suspends (streamed feeds, deferred answers). Part of the listener: with
-// Listener.swift, the only files that call libmicrohttpd.
+// Listener.swift and Listener+Bodies.swift, the only files that call libmicrohttpd.
 
 /// What the listener keeps about a request between libmicrohttpd's callbacks.
 final class RequestState {
