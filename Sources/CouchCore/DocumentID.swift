@@ -9,16 +9,12 @@ public struct DocumentID: Hashable, Comparable, Sendable, CustomStringConvertibl
     /// Bytes of UTF-8: three times this, percent-encoded, stays under a 16 KiB URL.
     public static let maximumLength = 4096
 
-    // Prefixes are bytes, as CouchDB matches them: `hasPrefix` compares characters, and an
-    // underscore or a slash followed by a combining mark is another character.
-    public var isLocal: Bool { rawValue.utf8.starts(with: Self.localPrefix.utf8) }
-    public var isDesign: Bool { rawValue.utf8.starts(with: Self.designPrefix.utf8) }
+    // Prefixes are bytes, as CouchDB matches them (`String.hasBytePrefix`).
+    public var isLocal: Bool { rawValue.hasBytePrefix(Self.localPrefix) }
+    public var isDesign: Bool { rawValue.hasBytePrefix(Self.designPrefix) }
     /// What follows `_design/` or `_local/` (a design document's name), the whole ID otherwise.
     public var nameAfterPrefix: String {
-        for prefix in [Self.designPrefix, Self.localPrefix] where rawValue.utf8.starts(with: prefix.utf8) {
-            return String(decoding: rawValue.utf8.dropFirst(prefix.utf8.count), as: UTF8.self)
-        }
-        return rawValue
+        isDesign ? rawValue.droppingBytePrefix(Self.designPrefix) : rawValue.droppingBytePrefix(Self.localPrefix)
     }
     public var description: String { rawValue }
 

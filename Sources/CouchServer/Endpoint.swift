@@ -189,9 +189,9 @@ public enum Endpoint: Sendable, Equatable {
             // CouchDB answers `/db/_partition` itself with this reason.
             guard let partition = rest.first else { throw CouchError.badRequest("invalid_partition_req") }
             self = .partition(database, partition, Array(rest.dropFirst()))
-        case _ where second.utf8.starts(with: DocumentID.localPrefix.utf8):
+        case _ where second.hasBytePrefix(DocumentID.localPrefix):
             self = .document(database, try DocumentID.validated(([second] + rest).joined(separator: "/")))
-        case _ where second.utf8.starts(with: DocumentID.designPrefix.utf8):
+        case _ where second.hasBytePrefix(DocumentID.designPrefix):
             self = Self.documentOrAttachment(database, try DocumentID.validated(second), Array(rest))
         // `POST /db/_compact/ddoc` compacts the design document's index.
         case "_compact" where rest.count == 1:
